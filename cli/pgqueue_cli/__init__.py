@@ -1,0 +1,1 @@
+"""The ``pgqueue`` command line (typer)."""

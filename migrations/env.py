@@ -1,0 +1,76 @@
+"""Alembic environment for pgqueue's own migrations.
+
+The database comes, in this order, from a DSN handed over by ``pgqueue migrate``
+(``config.attributes["dsn"]``), ``sqlalchemy.url`` in the alembic config, ``PGQUEUE_DSN``,
+then ``DATABASE_URL``. Any libpq DSN works (URI or key=value). pgqueue records its
+revision in its own table, ``pgqueue_alembic_version``, so it never collides with an
+application's alembic history in the same database.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+from alembic import context
+from alembic.util import CommandError
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+config = context.config
+
+
+def _option(name: str) -> str | None:
+    # Run from the repository root, alembic reads [tool.alembic] in pyproject.toml and has
+    # no alembic.ini; asking for an ini option then raises instead of returning None.
+    try:
+        return config.get_main_option(name)
+    except CommandError:
+        return None
+
+
+VERSION_TABLE = _option("version_table") or "pgqueue_alembic_version"
+
+
+def _dsn() -> str:
+    dsn = (
+        config.attributes.get("dsn")
+        or _option("sqlalchemy.url")
+        or os.environ.get("PGQUEUE_DSN")
+        or os.environ.get("DATABASE_URL")
+    )
+    if not dsn:
+        raise SystemExit(
+            "pgqueue migrations: no database given. Set PGQUEUE_DSN (or DATABASE_URL), "
+            "or run `pgqueue migrate --dsn ...`."
+        )
+    return str(dsn)
+
+
+def run_migrations_offline() -> None:
+    context.configure(dialect_name="postgresql", version_table=VERSION_TABLE, literal_binds=True,
+                      transactional_ddl=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, version_table=VERSION_TABLE, transactional_ddl=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    dsn = _dsn()
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
+    with engine.connect() as conn:
+        context.configure(connection=conn, version_table=VERSION_TABLE, transactional_ddl=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

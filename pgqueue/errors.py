@@ -1,0 +1,31 @@
+"""The pgqueue error hierarchy. Every error a user can hit derives from :class:`QueueError`."""
+
+from __future__ import annotations
+
+
+class QueueError(Exception):
+    """Base class of every error pgqueue raises on purpose."""
+
+
+class QueueConfigurationError(QueueError):
+    """A setting is missing, unknown or inconsistent (DSN, connection name, timeouts, backoff)."""
+
+
+class QueueDispatchError(QueueError):
+    """A job could not be dispatched as asked (e.g. a delay on the sync connection)."""
+
+
+class QueuePayloadError(QueueError):
+    """A job's args or envelope cannot be stored or read (not JSON-safe, too large, malformed)."""
+
+
+class QueueRetryError(QueueError):
+    """A failed job cannot be retried (unknown failure id, deadline passed, job already queued)."""
+
+
+class QueueLeaseError(QueueError):
+    """A transition was refused: the reservation was already settled, or its lease was lost."""
+
+
+class QueueStorageError(QueueError):
+    """The database refused or could not complete an operation (not migrated, unreachable)."""
