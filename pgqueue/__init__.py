@@ -1,5 +1,25 @@
-"""pgqueue: a PostgreSQL-native job queue."""
+"""pgqueue: a PostgreSQL-native job queue.
 
+Define jobs (:class:`Job` or :func:`job`), dispatch them inside your own transaction,
+run them with a :class:`~pgqueue.worker.Worker`, and inspect failures from SQL or Python.
+
+The public API:
+
+- :class:`Job`, :func:`job` — defining jobs; :class:`JobContext` — what a handler receives.
+- :class:`Backoff` — retry delays.
+- :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
+  :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
+- :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
+- :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
+- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration.
+- :class:`Envelope` — what dispatch stores.
+- The errors: :class:`QueueError` and its subclasses.
+"""
+
+from pgqueue.backoff import Backoff
+from pgqueue.config import ConnectionConfig, Settings, load_settings
+from pgqueue.context import JobContext
+from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
     QueueDispatchError,
@@ -9,13 +29,36 @@ from pgqueue.errors import (
     QueueRetryError,
     QueueStorageError,
 )
+from pgqueue.failed import FailedJob, FailedJobRepository
+from pgqueue.jobs import Job, job, registered_jobs
+from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.worker import Worker, WorkerStats
+
+__version__ = "0.1.0"
 
 __all__ = [
+    "Backoff",
+    "ConnectionConfig",
+    "Envelope",
+    "FailedJob",
+    "FailedJobRepository",
+    "Job",
+    "JobContext",
+    "Queue",
     "QueueConfigurationError",
     "QueueDispatchError",
     "QueueError",
     "QueueLeaseError",
     "QueuePayloadError",
     "QueueRetryError",
+    "QueueStats",
     "QueueStorageError",
+    "Settings",
+    "Worker",
+    "WorkerStats",
+    "default_queue",
+    "job",
+    "load_settings",
+    "registered_jobs",
+    "set_default_queue",
 ]

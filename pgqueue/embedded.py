@@ -133,7 +133,8 @@ class EmbeddedPostgres:
                 for name in dirnames + filenames:
                     p = Path(dirpath) / name
                     mode = p.stat().st_mode
-                    wanted = mode | stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) or mode & stat.S_IXUSR else 0)
+                    executable = stat.S_ISDIR(mode) or mode & stat.S_IXUSR
+                    wanted = mode | stat.S_IROTH | (stat.S_IXOTH if executable else 0)
                     if wanted != mode:
                         p.chmod(wanted)
         if not (self.pgdata / "PG_VERSION").exists():
@@ -142,9 +143,8 @@ class EmbeddedPostgres:
             result = self._run([str(bin_dir / "initdb"), "-D", str(self.pgdata), "--auth=trust",
                                 "--encoding=UTF8", "--no-instructions", "-U", "postgres"], timeout=120)
             if result.returncode != 0:
-                raise QueueConfigurationError(
-                    f"embedded PostgreSQL: initdb failed in {self.pgdata}: {result.stderr.strip() or result.stdout.strip()}"
-                )
+                output = result.stderr.strip() or result.stdout.strip()
+                raise QueueConfigurationError(f"embedded PostgreSQL: initdb failed in {self.pgdata}: {output}")
 
     def pid(self) -> int | None:
         """The postmaster PID if the server is running, else None."""

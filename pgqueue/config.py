@@ -1,0 +1,233 @@
+"""Named connections and settings: ``[tool.pgqueue]`` in pyproject.toml, the environment, arguments.
+
+Precedence, highest first: explicit arguments, environment (``PGQUEUE_DSN``, falling back to
+``DATABASE_URL``), ``[tool.pgqueue]``, built-in defaults. Two connections always exist:
+``database`` (jobs stored in PostgreSQL, run by workers) and ``sync`` (jobs run inline at
+dispatch). With no DSN anywhere, the embedded PostgreSQL is used (see :func:`resolve_dsn`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pgqueue.backoff import Backoff
+from pgqueue.errors import QueueConfigurationError
+
+logger = logging.getLogger("pgqueue")
+
+Driver = Literal["database", "sync"]
+
+DEFAULT_RETRY_AFTER = 90.0
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_LEASE_MARGIN = 5.0
+DEFAULT_TRIES = 3
+DEFAULT_BACKOFF = Backoff.exponential(base=1.0, factor=2.0, max=600.0, jitter=0.1)
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
+def _positive(value: object, what: str, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)) \
+            or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise QueueConfigurationError(f"{what} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """One named connection.
+
+    ``retry_after`` is the lease in seconds: a reserved job whose worker neither settles
+    nor extends it within that time becomes reservable again. A job's ``timeout`` must
+    stay below ``retry_after - lease_margin`` so the handler stops before its lease ends.
+    """
+
+    name: str
+    driver: Driver = "database"
+    dsn: str | None = None
+    listen_dsn: str | None = None
+    queue: str = "default"
+    retry_after: float = DEFAULT_RETRY_AFTER
+    lease_margin: float = DEFAULT_LEASE_MARGIN
+    timeout: float = DEFAULT_TIMEOUT
+    tries: int = DEFAULT_TRIES
+    backoff: Backoff = DEFAULT_BACKOFF
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    # PgBouncer in transaction mode cannot keep server-side prepared statements.
+    prepared_statements: bool = True
+
+    def __post_init__(self) -> None:
+        if self.driver not in ("database", "sync"):
+            raise QueueConfigurationError(
+                f"connection {self.name!r}: driver must be 'database' or 'sync', got {self.driver!r}"
+            )
+        if not isinstance(self.queue, str) or not 1 <= len(self.queue) <= 200:
+            raise QueueConfigurationError(
+                f"connection {self.name!r}: queue must be a name of 1 to 200 characters, got {self.queue!r}"
+            )
+        _positive(self.retry_after, f"connection {self.name!r}: retry_after")
+        _positive(self.lease_margin, f"connection {self.name!r}: lease_margin", allow_zero=True)
+        if self.lease_margin >= self.retry_after:
+            raise QueueConfigurationError(
+                f"connection {self.name!r}: lease_margin ({self.lease_margin}s) must be below "
+                f"retry_after ({self.retry_after}s)"
+            )
+        check_timeout(self.timeout, self, what=f"connection {self.name!r}: timeout")
+        check_tries(self.tries, what=f"connection {self.name!r}: tries")
+        if isinstance(self.max_payload_bytes, bool) or not isinstance(self.max_payload_bytes, int) \
+                or self.max_payload_bytes < 1:
+            raise QueueConfigurationError(
+                f"connection {self.name!r}: max_payload_bytes must be a positive integer, "
+                f"got {self.max_payload_bytes!r}"
+            )
+
+
+def check_timeout(timeout: object, connection: ConnectionConfig, *, what: str) -> float:
+    """Validate a job timeout against the connection's lease; returns it as float."""
+    seconds = _positive(timeout, what)
+    limit = connection.retry_after - connection.lease_margin
+    if connection.driver == "database" and seconds >= limit:
+        raise QueueConfigurationError(
+            f"{what} is {seconds:g}s but must be below retry_after - lease_margin = "
+            f"{connection.retry_after:g} - {connection.lease_margin:g} = {limit:g}s on connection "
+            f"{connection.name!r}, or the lease could expire while the handler still runs: "
+            "lower the timeout or raise retry_after"
+        )
+    return seconds
+
+
+def check_tries(tries: object, *, what: str) -> int:
+    """Validate a number of tries (>= 1: the first run counts)."""
+    if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+        raise QueueConfigurationError(
+            f"{what} must be an integer >= 1 (tries=3 means the first run and 2 retries), got {tries!r}"
+        )
+    return tries
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All of pgqueue's configuration: the named connections and the default one."""
+
+    connections: Mapping[str, ConnectionConfig] = field(default_factory=dict)
+    default: str = "database"
+    app: tuple[str, ...] = ()
+    source: str = "defaults"
+
+    def connection(self, name: str | None = None) -> ConnectionConfig:
+        """The named connection (default: the default one); unknown names raise."""
+        key = name or self.default
+        try:
+            return self.connections[key]
+        except KeyError:
+            known = ", ".join(sorted(self.connections)) or "none"
+            raise QueueConfigurationError(
+                f"unknown connection {key!r}; configured connections: {known}. "
+                "Define it under [tool.pgqueue.connections] in pyproject.toml"
+            ) from None
+
+    def database_dsn(self) -> str | None:
+        """The DSN of the default database connection, if any is configured."""
+        for conn in (self.connections.get(self.default), self.connections.get("database")):
+            if conn is not None and conn.driver == "database" and conn.dsn:
+                return conn.dsn
+        return None
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    """The nearest pyproject.toml from ``start`` (default: the working directory) upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in [here, *here.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionConfig:
+    known = {"driver", "dsn", "listen_dsn", "queue", "retry_after", "lease_margin", "timeout", "tries",
+             "backoff", "max_payload_bytes", "prepared_statements"}
+    unknown = set(table) - known
+    if unknown:
+        raise QueueConfigurationError(
+            f"[tool.pgqueue.connections.{name}]: unknown setting(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    values: dict[str, Any] = dict(table)
+    if "backoff" in values:
+        values["backoff"] = Backoff.coerce(values["backoff"])
+    values.setdefault("driver", "sync" if name == "sync" else "database")
+    return ConnectionConfig(name=name, **values)
+
+
+def load_settings(pyproject: Path | None = None, *, dsn: str | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Build the settings from pyproject.toml, the environment and an explicit DSN."""
+    env = os.environ if environ is None else environ
+    path = pyproject if pyproject is not None else find_pyproject()
+    table: Mapping[str, Any] = {}
+    source = "defaults"
+    if path is not None and path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise QueueConfigurationError(f"{path}: not valid TOML: {exc}") from None
+        table = data.get("tool", {}).get("pgqueue", {})
+        if table:
+            source = str(path)
+    unknown = set(table) - {"default", "connections", "app"}
+    if unknown:
+        raise QueueConfigurationError(
+            f"[tool.pgqueue] in {path}: unknown setting(s) {', '.join(sorted(unknown))}; "
+            "known: default, connections, app"
+        )
+    connections: dict[str, ConnectionConfig] = {
+        "database": ConnectionConfig(name="database"),
+        "sync": ConnectionConfig(name="sync", driver="sync"),
+    }
+    for name, conn_table in dict(table.get("connections", {})).items():
+        connections[name] = _connection_from_table(name, conn_table)
+    env_dsn = env.get("PGQUEUE_DSN") or env.get("DATABASE_URL")
+    chosen = dsn or env_dsn
+    if chosen:
+        for name, conn in connections.items():
+            if conn.driver == "database" and (dsn or not conn.dsn):
+                connections[name] = replace(conn, dsn=chosen)
+    default = str(table.get("default", "database"))
+    app = table.get("app", ())
+    if isinstance(app, str):
+        app = (app,)
+    settings = Settings(connections=connections, default=default, app=tuple(app), source=source)
+    settings.connection(default)  # an unknown default fails here, not at first dispatch
+    return settings
+
+
+def resolve_dsn(settings: Settings, *, announce: bool = True) -> str:
+    """The database DSN to use: the configured one, else the embedded PostgreSQL (started here).
+
+    Says in one log line which database is used when it is the embedded one.
+    """
+    configured = settings.database_dsn()
+    if configured:
+        return configured
+    from pgqueue.embedded import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    server.start()
+    from pgqueue import migrate
+
+    dsn = server.dsn("postgres")
+    migrate.upgrade(dsn)
+    if announce:
+        logger.warning(
+            "pgqueue: no database configured (PGQUEUE_DSN / DATABASE_URL unset); using the embedded "
+            "PostgreSQL 18 with its data in %s (stop it with `pgqueue embedded stop`)", server.data_dir,
+        )
+    return dsn

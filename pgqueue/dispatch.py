@@ -1,0 +1,84 @@
+"""Running the enqueue statements on the caller's connection, inside the caller's transaction.
+
+Accepted: psycopg 3 ``AsyncConnection`` and ``Connection``, and SQLAlchemy ``Session``,
+``Connection``, ``AsyncSession`` and ``AsyncConnection`` on the psycopg driver. The job is
+written with the caller's connection as it is (no commit, no savepoint), so it commits or
+rolls back with the caller's business data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from pgqueue.errors import QueueConfigurationError
+
+
+def _sqlalchemy_kind(conn: object) -> str | None:
+    module = type(conn).__module__
+    if not module.startswith("sqlalchemy"):
+        return None
+    return type(conn).__name__
+
+
+def _driver_of(dbapi_connection: Any) -> Any:
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if not isinstance(driver, psycopg.Connection | psycopg.AsyncConnection):
+        raise QueueConfigurationError(
+            f"pgqueue needs SQLAlchemy on the psycopg 3 driver (a URL starting postgresql+psycopg://), "
+            f"got a {type(driver).__module__}.{type(driver).__name__} connection"
+        )
+    return driver
+
+
+async def async_driver_connection(conn: Any) -> psycopg.AsyncConnection[Any] | psycopg.Connection[Any]:
+    """The psycopg connection behind what the caller passed (same session, same transaction)."""
+    if isinstance(conn, psycopg.AsyncConnection | psycopg.Connection):
+        return conn
+    kind = _sqlalchemy_kind(conn)
+    if kind == "AsyncSession":
+        conn = await conn.connection()
+        kind = "AsyncConnection"
+    if kind == "AsyncConnection":
+        raw = await conn.get_raw_connection()
+        return _driver_of(raw)  # type: ignore[no-any-return]
+    if kind in ("Session", "Connection"):
+        return sync_driver_connection(conn)
+    raise QueueConfigurationError(
+        f"cannot dispatch with a {type(conn).__module__}.{type(conn).__name__}: pass a psycopg "
+        "(Async)Connection or a SQLAlchemy (Async)Session/(Async)Connection, or no connection at all"
+    )
+
+
+def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection behind a synchronous connection or session."""
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    kind = _sqlalchemy_kind(conn)
+    if kind == "Session":
+        conn = conn.connection()
+        kind = "Connection"
+    if kind == "Connection":
+        return _driver_of(conn.connection)  # type: ignore[no-any-return]
+    raise QueueConfigurationError(
+        f"cannot dispatch synchronously with a {type(conn).__module__}.{type(conn).__name__}: pass a psycopg "
+        "Connection or a SQLAlchemy Session/Connection"
+    )
+
+
+async def execute_on(conn: Any, statement: bytes, params: tuple[Any, ...]) -> Any:
+    """Run one statement on the caller's connection; returns the first column of the first row."""
+    driver = await async_driver_connection(conn)
+    if isinstance(driver, psycopg.AsyncConnection):
+        cur = await driver.execute(statement, params)
+        row = await cur.fetchone()
+    else:
+        row = driver.execute(statement, params).fetchone()
+    return None if row is None else row[0]
+
+
+def execute_on_sync(conn: Any, statement: bytes, params: tuple[Any, ...]) -> Any:
+    """Synchronous :func:`execute_on`."""
+    row = sync_driver_connection(conn).execute(statement, params).fetchone()
+    return None if row is None else row[0]

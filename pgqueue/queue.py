@@ -1,0 +1,363 @@
+"""The Queue: dispatch, failed-job operations, statistics and workers, for one configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from pgqueue.config import ConnectionConfig, Settings, load_settings, resolve_dsn
+from pgqueue.context import JobContext, describe
+from pgqueue.dispatch import execute_on, execute_on_sync
+from pgqueue.envelope import Envelope
+from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueStorageError
+from pgqueue.failed import FailedJobRepository
+from pgqueue.jobs import Job
+from pgqueue.resources import query
+from pgqueue.storage import NOT_MIGRATED, storage_errors
+
+if TYPE_CHECKING:
+    from pgqueue.worker import Worker
+
+logger = logging.getLogger("pgqueue")
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
+
+    queue: str
+    ready: int
+    delayed: int
+    reserved: int
+    expired: int
+    failed: int
+    oldest_ready_age: float | None
+
+
+def _check_delay(delay: object, job_name: str) -> float:
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+        raise QueueConfigurationError(
+            f"job {job_name!r}: delay must be a finite number of seconds >= 0, got {delay!r}"
+        )
+    return float(delay)
+
+
+class Queue:
+    """Entry point to one pgqueue configuration.
+
+    ``Queue()`` reads ``[tool.pgqueue]`` and the environment; ``Queue(dsn=...)`` overrides
+    the database. Use as ``async with Queue(...) as queue:`` or call :meth:`open` and
+    :meth:`close`; dispatching with your own connection needs no open queue.
+    """
+
+    def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
+                 pyproject: Path | None = None, pool_size: int = 10) -> None:
+        self.settings = settings if settings is not None else load_settings(pyproject, dsn=dsn)
+        self.pool_size = pool_size
+        self._pools: dict[str, AsyncConnectionPool[Any]] = {}
+        self._dsn: str | None = None
+        self._lock = asyncio.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    async def __aenter__(self) -> Queue:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Resolve the database (starting the embedded one if nothing is configured) and open the pool."""
+        await self._pool()
+
+    async def close(self) -> None:
+        """Close the queue's connection pools."""
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.close()
+
+    @property
+    def dsn(self) -> str:
+        """The database DSN in use (after :meth:`open`)."""
+        if self._dsn is None:
+            configured = self.settings.database_dsn()
+            if configured is None:
+                raise QueueConfigurationError("the queue is not open yet and no DSN is configured")
+            return configured
+        return self._dsn
+
+    def connection(self, name: str | None = None) -> ConnectionConfig:
+        """The named connection's settings."""
+        return self.settings.connection(name)
+
+    async def _pool(self, connection: ConnectionConfig | None = None) -> AsyncConnectionPool[Any]:
+        async with self._lock:
+            if connection is not None and connection.dsn:
+                dsn = connection.dsn
+            else:
+                if self._dsn is None:
+                    self._dsn = await asyncio.to_thread(resolve_dsn, self.settings)
+                dsn = self._dsn
+            pool = self._pools.get(dsn)
+            if pool is None:
+                prepared = connection.prepared_statements if connection is not None else True
+                pool = AsyncConnectionPool(
+                    dsn, min_size=1, max_size=self.pool_size, open=False, name="pgqueue",
+                    kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
+                )
+                try:
+                    await pool.open(wait=True, timeout=30)
+                except Exception as exc:
+                    raise QueueStorageError(f"cannot connect to the database: {exc}") from exc
+                self._pools[dsn] = pool
+            return pool
+
+    async def pool(self, connection: str | None = None) -> AsyncConnectionPool[Any]:
+        """The open connection pool of a connection (default: the default connection)."""
+        return await self._pool(self.settings.connection(connection))
+
+    async def check_schema(self) -> None:
+        """Raise QueueStorageError with "run pgqueue migrate" if the schema is missing."""
+        pool = await self._pool()
+        with storage_errors("checking the pgqueue schema"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query("schema_check"))
+                row = await cur.fetchone()
+        if not row or not row[0]:
+            raise QueueStorageError(NOT_MIGRATED)
+
+    # ----------------------------------------------------------------- dispatch
+    def envelope(self, job: Job, *, queue: str | None = None, priority: int | None = None,
+                 connection: str | None = None) -> tuple[Envelope, ConnectionConfig]:
+        """Fix a job's envelope for a connection (validating it); nothing is stored."""
+        if not isinstance(job, Job):
+            raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
+        config = self.settings.connection(connection or type(job).connection)
+        return Envelope.build(job, config, queue=queue, priority=priority), config
+
+    async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
+        """Enqueue one job; returns its id. See :meth:`Job.dispatch`."""
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        delay = _check_delay(delay, envelope.name)
+        if config.driver == "sync":
+            await self._run_inline(job, envelope, delay)
+            return envelope.id
+        text = envelope.encode(config.max_payload_bytes)
+        with storage_errors(f"dispatching job {envelope.name!r}"):
+            if conn is not None:
+                await execute_on(conn, query("enqueue"), (text, delay))
+            else:
+                pool = await self._pool(config)
+                async with pool.connection() as own:
+                    await own.execute(query("enqueue"), (text, delay))
+        return envelope.id
+
+    def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
+                  priority: int | None = None, connection: str | None = None) -> uuid.UUID:
+        """Synchronous :meth:`push` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        delay = _check_delay(delay, envelope.name)
+        if config.driver == "sync":
+            asyncio.run(self._run_inline(job, envelope, delay))
+            return envelope.id
+        text = envelope.encode(config.max_payload_bytes)
+        with storage_errors(f"dispatching job {envelope.name!r}"):
+            execute_on_sync(conn, query("enqueue"), (text, delay))
+        return envelope.id
+
+    async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Sequence[float] = 0.0,
+                        queue: str | None = None, connection: str | None = None) -> list[uuid.UUID]:
+        """Enqueue many jobs in one round trip; returns their ids in order.
+
+        ``delay`` is one delay for all, or one per job. All jobs go to database connections;
+        with ``conn`` they join the caller's transaction.
+        """
+        envelopes: list[Envelope] = []
+        configs: list[ConnectionConfig] = []
+        for job in jobs:
+            envelope, config = self.envelope(job, queue=queue, connection=connection)
+            if config.driver == "sync":
+                raise QueueDispatchError(
+                    f"push_many cannot send job {envelope.name!r} to the sync connection {config.name!r}; "
+                    "dispatch sync jobs one by one"
+                )
+            envelopes.append(envelope)
+            configs.append(config)
+        if not envelopes:
+            return []
+        dsns = {c.dsn for c in configs}
+        if len(dsns) > 1:
+            raise QueueDispatchError("push_many: all jobs must go to connections of the same database")
+        if isinstance(delay, int | float):
+            one = _check_delay(delay, envelopes[0].name)
+            delays: list[float] | None = None if one == 0 else [one] * len(envelopes)
+        else:
+            delays = [_check_delay(d, e.name) for d, e in zip(delay, envelopes, strict=False)]
+            if len(delays) != len(envelopes):
+                raise QueueDispatchError(f"push_many: {len(envelopes)} jobs but {len(list(delay))} delays")
+        limit = configs[0].max_payload_bytes
+        parts = [e.encode(limit) for e in envelopes]
+        text = "[" + ",".join(parts) + "]"
+        with storage_errors(f"dispatching {len(envelopes)} jobs"):
+            if conn is not None:
+                await execute_on(conn, query("enqueue_many"), (text, delays))
+            else:
+                pool = await self._pool(configs[0])
+                async with pool.connection() as own:
+                    await own.execute(query("enqueue_many"), (text, delays))
+        return [e.id for e in envelopes]
+
+    async def _run_inline(self, job: Job, envelope: Envelope, delay: float) -> None:
+        """The sync driver: one attempt, now, in the caller's task; errors propagate."""
+        if delay:
+            raise QueueDispatchError(
+                f"job {envelope.name!r}: the sync connection {envelope.connection!r} runs jobs at dispatch "
+                "and cannot delay them; dispatch to a database connection instead"
+            )
+        settler = _InlineSettler(self, envelope)
+        context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
+                             connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
+        # Round-trip the args through JSON so a job behaves as it would after a real queue.
+        runnable = type(job)(**json.loads(json.dumps(envelope.args)))
+        try:
+            async with asyncio.timeout(envelope.timeout):
+                await runnable.handle(context)
+        except QueueDispatchError:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                await settler.record(exc, "exception")
+            raise
+        if context.failure is not None:
+            raise context.failure
+
+    # ------------------------------------------------------------- failed jobs
+    async def failed(self, connection: str | None = None) -> FailedJobRepository:
+        """The failed-jobs repository of a connection's database."""
+        return FailedJobRepository(await self.pool(connection))
+
+    async def retry_failed(self, failure_id: uuid.UUID | str, connection: str | None = None) -> uuid.UUID:
+        """Put a failed job back (same id and envelope, attempts reset); returns the job id.
+
+        Raises :class:`~pgqueue.QueueRetryError` for an unknown failure id or a passed deadline;
+        the failure record then stays.
+        """
+        pool = await self.pool(connection)
+        with storage_errors(f"retrying failed job {failure_id}"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query("retry_failed"), (str(failure_id),))
+                row = await cur.fetchone()
+        assert row is not None
+        return uuid.UUID(str(row[0]))
+
+    async def retry_failed_all(self, queue: str | None = None, connection: str | None = None) -> int:
+        """Retry every failure (of one queue, or all) still within its deadline; returns how many."""
+        pool = await self.pool(connection)
+        with storage_errors("retrying failed jobs"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query("retry_failed_all"), (queue,))
+                row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------ operations
+    async def stats(self, connection: str | None = None) -> list[QueueStats]:
+        """Per-queue counts from ``pgqueue.queue_stats``."""
+        pool = await self.pool(connection)
+        with storage_errors("reading queue statistics"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query("queue_stats"))
+                rows = await cur.fetchall()
+        return [QueueStats(*row) for row in rows]
+
+    async def clear(self, queue: str | None = None, connection: str | None = None) -> int:
+        """Remove ready, delayed and reserved jobs of a queue (default: the connection's queue)."""
+        config = self.settings.connection(connection)
+        pool = await self._pool(config)
+        with storage_errors("clearing a queue"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(query("clear"), (queue or config.queue,))
+                row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
+                     concurrency: int = 10, **options: Any) -> Worker:
+        """A worker for a connection; see :class:`pgqueue.worker.Worker` for the options."""
+        from pgqueue.worker import Worker
+
+        config = self.settings.connection(connection)
+        if config.driver != "database":
+            raise QueueConfigurationError(
+                f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
+                "workers serve database connections"
+            )
+        pool = await self._pool(config)
+        return Worker(self, config, pool, queues=queues or (config.queue,), concurrency=concurrency, **options)
+
+
+class _InlineSettler:
+    """Decisions of a job run by the sync driver: there is no reservation to settle."""
+
+    def __init__(self, queue: Queue, envelope: Envelope) -> None:
+        self._queue = queue
+        self._envelope = envelope
+
+    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+        return True
+
+    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
+        raise QueueDispatchError(
+            f"job {self._envelope.name!r}: release() is not available on the sync connection "
+            f"{self._envelope.connection!r} (the job runs once, at dispatch)"
+        )
+
+    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+                   traceback_text: str | None, reason: str) -> bool:
+        await self._store(exception, message, traceback_text, reason)
+        return True
+
+    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
+        return seconds
+
+    async def record(self, error: Exception, reason: str) -> None:
+        exception, message, trace = describe(error)
+        await self._store(exception, message, trace, reason)
+
+    async def _store(self, exception: str | None, message: str, trace: str | None, reason: str) -> None:
+        if self._queue.settings.database_dsn() is None:
+            return
+        try:
+            pool = await self._queue._pool(self._queue.settings.connection("database"))
+            async with pool.connection() as conn:
+                await conn.execute(query("record_failure"),
+                                   (json.dumps(self._envelope.to_data()), 1, exception, message, trace, reason))
+        except (psycopg.Error, QueueStorageError) as exc:
+            logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
+                         self._envelope.id, self._envelope.name, exc)
+
+
+_default: Queue | None = None
+
+
+def default_queue() -> Queue:
+    """The process-wide default Queue, built from configuration on first use."""
+    global _default  # noqa: PLW0603
+    if _default is None:
+        _default = Queue()
+    return _default
+
+
+def set_default_queue(queue: Queue | None) -> None:
+    """Make ``queue`` the one :meth:`Job.dispatch` uses when no ``using=`` is given."""
+    global _default  # noqa: PLW0603
+    _default = queue

@@ -1,0 +1,40 @@
+"""Running pgqueue's named statements and turning database errors into pgqueue errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from pgqueue.errors import QueueError, QueueRetryError, QueueStorageError
+
+NOT_MIGRATED = "the database has no pgqueue schema (or an old one): run `pgqueue migrate` (or `alembic upgrade head`)"
+
+
+def translate(error: psycopg.Error, what: str) -> QueueError:
+    """A pgqueue error for a database error raised while doing ``what``."""
+    state = error.sqlstate or ""
+    if isinstance(error, pg_errors.UndefinedFunction | pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
+        return QueueStorageError(f"{what}: {NOT_MIGRATED} ({error.diag.message_primary})")
+    if state in ("PGQ01", "PGQ02", "P0002"):
+        return QueueRetryError(error.diag.message_primary or str(error))
+    if isinstance(error, psycopg.OperationalError):
+        return QueueStorageError(f"{what}: the database could not be reached or the connection broke: {error}")
+    return QueueStorageError(f"{what}: {error.diag.message_primary or error}")
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Re-raise psycopg errors inside the block as pgqueue errors describing ``what``."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc, what) from exc
+
+
+def params(*values: Any) -> tuple[Any, ...]:
+    """Positional parameters for a named statement (a readable spelling at call sites)."""
+    return values

@@ -1,0 +1,97 @@
+"""The completer: acknowledges finished jobs in batches, one statement per flush."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from pgqueue.resources import query
+
+logger = logging.getLogger("pgqueue.worker")
+
+
+class Completer:
+    """Collects (job id, token) pairs and deletes them with ``pgqueue.ack`` in batches.
+
+    A flush happens ``flush_interval`` seconds after the first pending ack, or as soon as
+    ``batch_size`` acks are pending. A crash loses at most the acks not yet flushed: those
+    jobs run again after their lease expires (at-least-once). A database error keeps the
+    pending acks and retries with backoff; acks refused by the fence are logged.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], *, flush_interval: float = 0.005,
+                 batch_size: int = 500) -> None:
+        self._pool = pool
+        self.flush_interval = flush_interval
+        self.batch_size = batch_size
+        self._ids: list[uuid.UUID] = []
+        self._tokens: list[int] = []
+        self._pending = asyncio.Event()
+        self._full = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.acked = 0
+        self.refused = 0
+
+    def add(self, job_id: uuid.UUID, token: int) -> None:
+        """Queue an acknowledgement; it is sent with the next flush."""
+        self._ids.append(job_id)
+        self._tokens.append(token)
+        self._idle.clear()
+        self._pending.set()
+        if len(self._ids) >= self.batch_size:
+            self._full.set()
+
+    @property
+    def pending(self) -> int:
+        """Acks not yet confirmed by the database."""
+        return len(self._ids)
+
+    async def wait_idle(self) -> None:
+        """Wait until every ack added so far has been flushed (or given up on)."""
+        await self._idle.wait()
+
+    async def run(self) -> None:
+        """Flush loop; runs until cancelled, flushing what is pending first."""
+        try:
+            while True:
+                await self._pending.wait()
+                if not self._full.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._full.wait(), self.flush_interval)
+                await self.flush()
+        finally:
+            if self._ids:
+                await asyncio.shield(self.flush())
+
+    async def flush(self) -> None:
+        """Send every pending ack now; on a database error, keep them and retry with backoff."""
+        delay = 0.05
+        while self._ids:
+            ids, tokens = self._ids, self._tokens
+            self._ids, self._tokens = [], []
+            self._full.clear()
+            self._pending.clear()
+            try:
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute(query("ack"), (ids, tokens))
+                    refused = await cur.fetchall()
+            except (psycopg.Error, PoolTimeout, OSError) as exc:
+                logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
+                self._ids[:0], self._tokens[:0] = ids, tokens
+                self._pending.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self.acked += len(ids) - len(refused)
+            for (job_id,) in refused:
+                self.refused += 1
+                logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
+                               "and the job was reserved again, or it was cleared); it may run twice", job_id)
+        self._idle.set()

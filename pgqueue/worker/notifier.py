@@ -1,0 +1,54 @@
+"""The notifier: one dedicated LISTEN connection that wakes the worker when jobs arrive."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection
+
+import psycopg
+
+from pgqueue.resources import query
+
+logger = logging.getLogger("pgqueue.worker")
+
+
+class Notifier:
+    """LISTENs on channel ``pgqueue`` and calls ``wake`` for notifications of its queues.
+
+    If the connection drops, it reconnects with backoff, LISTENs again and calls ``wake``
+    once, so a job notified while it was away is picked up by a catch-up reservation.
+    """
+
+    def __init__(self, dsn: str, queues: Collection[str], wake: Callable[[], None]) -> None:
+        self._dsn = dsn
+        self._queues = frozenset(queues)
+        self._wake = wake
+        self.connected = asyncio.Event()
+        self.reconnects = 0
+
+    async def run(self) -> None:
+        """Listen until cancelled."""
+        delay = 0.05
+        while True:
+            conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                await conn.execute(query("listen"))
+                self.connected.set()
+                delay = 0.05
+                self._wake()  # catch up on anything notified before (or while away)
+                async for notify in conn.notifies():
+                    if notify.payload in self._queues:
+                        self._wake()
+            except asyncio.CancelledError:
+                raise
+            except (psycopg.Error, OSError) as exc:
+                self.connected.clear()
+                self.reconnects += 1
+                logger.warning("pgqueue: the LISTEN connection failed (%s); reconnecting in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                if conn is not None:
+                    await conn.close()

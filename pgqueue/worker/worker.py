@@ -1,0 +1,427 @@
+"""The worker's hot path: reserve (batched) -> execute (concurrent) -> complete (batched)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from pgqueue.config import ConnectionConfig
+from pgqueue.context import JobContext, describe
+from pgqueue.envelope import Envelope
+from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
+from pgqueue.jobs import lookup
+from pgqueue.resources import query
+from pgqueue.worker.completer import Completer
+from pgqueue.worker.notifier import Notifier
+
+if TYPE_CHECKING:
+    from pgqueue.queue import Queue
+
+logger = logging.getLogger("pgqueue.worker")
+
+Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
+
+_TRANSIENT = (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.errors.AdminShutdown,
+              PoolTimeout, OSError)
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did so far."""
+
+    reserved: int = 0
+    processed: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    failed: int = 0
+    lost: int = 0
+
+
+class _Settler:
+    """A handler's decisions, applied through the worker's pool."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    async def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        async with self._worker.pool.connection() as conn:
+            cur = await conn.execute(query(statement), params)
+            row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+        async with self._worker.pool.connection() as conn:
+            cur = await conn.execute(query("ack"), ([job_id], [token]))
+            refused = await cur.fetchall()
+        return not refused
+
+    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
+        return bool(await self._one("release", (job_id, token, delay)))
+
+    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+                   traceback_text: str | None, reason: str) -> bool:
+        return bool(await self._one("fail", (job_id, token, exception, message, traceback_text, reason)))
+
+    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
+        left = await self._one("extend", (job_id, token, seconds))
+        return None if left is None else float(left)
+
+
+class Worker:
+    """Runs jobs of one connection's queues.
+
+    Create with ``await queue.worker("database", queues=("high", "default"), concurrency=4)``
+    and call :meth:`run`. Queues are served in the order given: while ``high`` has ready
+    jobs, ``default`` waits (a steady stream on ``high`` can starve ``default``).
+
+    Options:
+        concurrency: handlers running at once.
+        poll_interval: the longest an idle worker sleeps without a notification (seconds);
+            it normally sleeps until the next delayed job is due.
+        drain_timeout: on stop, how long running handlers may take to finish.
+        retry_after: the lease in seconds (default: the connection's).
+        timeout: cap on every job's timeout (default: none beyond the envelope's).
+        scope: ``scope(context)`` returns an async context manager entered around each
+            execution, for per-job resources (a database session, a tracing span, ...).
+        ack_flush_interval / ack_batch_size: the completer's batching.
+        listen: LISTEN for notifications (False: poll every ``poll_interval``).
+        listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
+    """
+
+    def __init__(self, queue: Queue, config: ConnectionConfig, pool: AsyncConnectionPool[Any], *,
+                 queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
+                 drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
+                 scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
+                 listen: bool = True, listen_dsn: str | None = None) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
+        if not queues or any(not isinstance(q, str) or not q for q in queues):
+            raise QueueConfigurationError(f"worker queues must be non-empty names, got {queues!r}")
+        if not poll_interval > 0:
+            raise QueueConfigurationError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        self.queue = queue
+        self.config = config
+        self.pool = pool
+        self.queues = list(dict.fromkeys(queues))
+        self.concurrency = concurrency
+        self.poll_interval = float(poll_interval)
+        self.drain_timeout = float(drain_timeout)
+        self.lease = float(retry_after if retry_after is not None else config.retry_after)
+        if self.lease <= config.lease_margin:
+            raise QueueConfigurationError(
+                f"retry_after ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
+            )
+        self.timeout_cap = timeout
+        self.scope = scope
+        self.listen = listen
+        self.listen_dsn = listen_dsn or config.listen_dsn or queue.dsn
+        self.stats = WorkerStats()
+        self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
+        self._settler = _Settler(self)
+        self._wakeup = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._stopping = False
+        self._cancel_running = False
+        self._running: set[asyncio.Task[None]] = set()
+        self._reserve_params: tuple[list[str], int, float] = (self.queues, 1, self.lease)
+
+    # ---------------------------------------------------------------- control
+    def wake(self) -> None:
+        """Make the worker look for jobs now (called on NOTIFY)."""
+        self._wakeup.set()
+
+    def stop(self, *, cancel_running: bool = False) -> None:
+        """Stop reserving; running handlers finish (within drain_timeout). ``cancel_running``
+        cancels them now instead, releasing their reservations where possible."""
+        self._stopping = True
+        if cancel_running:
+            self._cancel_running = True
+            for task in list(self._running):
+                task.cancel()
+        self._wakeup.set()
+        self._slot_free.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    def install_signal_handlers(self) -> None:
+        """SIGINT/SIGTERM: the first stops gracefully, the second cancels running handlers."""
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if self._stopping:
+                logger.warning("pgqueue: second %s: cancelling %d running handlers",
+                               signal.Signals(signum).name, len(self._running))
+                self.stop(cancel_running=True)
+            else:
+                logger.info("pgqueue: %s: finishing %d running handlers, then stopping",
+                            signal.Signals(signum).name, len(self._running))
+                self.stop()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+
+    # -------------------------------------------------------------------- run
+    async def run(self, *, stop_when_empty: bool = False, max_jobs: int | None = None) -> int:
+        """Process jobs until stopped; returns the number of reservations processed.
+
+        ``stop_when_empty``: return once no job is ready now (delayed jobs may remain).
+        ``max_jobs``: return after that many reservations (failed attempts and retries count).
+        Cancelling ``run()`` stops the worker gracefully, like :meth:`stop`, then re-raises.
+        """
+        if max_jobs is not None and max_jobs < 1:
+            raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
+        completer_task = asyncio.create_task(self.completer.run(), name="pgqueue-completer")
+        notifier_task: asyncio.Task[None] | None = None
+        if self.listen:
+            notifier = Notifier(self.listen_dsn, self.queues, self.wake)
+            notifier_task = asyncio.create_task(notifier.run(), name="pgqueue-notifier")
+        cancelled = False
+        try:
+            await self._fetch_loop(stop_when_empty, max_jobs)
+        except asyncio.CancelledError:
+            cancelled = True
+            self.stop()
+        finally:
+            await self._drain()
+            if notifier_task is not None:
+                notifier_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await notifier_task
+            await self.completer.wait_idle()
+            completer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await completer_task
+        if cancelled:
+            raise asyncio.CancelledError
+        return self.stats.processed
+
+    async def _fetch_loop(self, stop_when_empty: bool, max_jobs: int | None) -> None:
+        backoff = 0.05
+        while not self._stopping:
+            free = self.concurrency - len(self._running)
+            if max_jobs is not None:
+                free = min(free, max_jobs - self.stats.reserved)
+                if free <= 0 and self.stats.reserved >= max_jobs:
+                    return
+            if free <= 0:
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            self._wakeup.clear()
+            try:
+                rows = await self._reserve(free)
+            except _TRANSIENT as exc:
+                logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.05
+            for row in rows:
+                self._start(row)
+            if len(rows) == free:
+                await asyncio.sleep(0)  # let finished handlers free their slots before the next batch
+                continue
+            if stop_when_empty:
+                if self._running:
+                    # A running handler may release its job for an immediate retry.
+                    self._slot_free.clear()
+                    await self._slot_free.wait()
+                    continue
+                if not rows:
+                    return
+                continue
+            await self._idle_wait()
+
+    async def _reserve(self, limit: int) -> list[Any]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(query("reserve"), (self.queues, limit, self.lease))
+            rows: list[Any] = await cur.fetchall()
+            return rows
+
+    async def _next_due(self) -> float | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(query("next_due"), (self.queues,))
+            row = await cur.fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def _idle_wait(self) -> None:
+        """Sleep until notified, until the next job is due, or for the poll interval at most."""
+        if self._wakeup.is_set():
+            return
+        try:
+            due = await self._next_due()
+        except _TRANSIENT as exc:
+            logger.warning("pgqueue: reading the next due time failed (%s)", exc)
+            due = None
+        wait = self.poll_interval if due is None else max(0.0, min(due, self.poll_interval))
+        if wait > 0:
+            await self._sleep(wait)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+
+    def _start(self, row: Any) -> None:
+        self.stats.reserved += 1
+        task = asyncio.create_task(self._execute(row))
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self.stats.processed += 1
+        self._slot_free.set()
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("pgqueue: internal error while executing a job", exc_info=task.exception())
+
+    async def _drain(self) -> None:
+        if not self._running:
+            return
+        _, pending = await asyncio.wait(set(self._running), timeout=self.drain_timeout)
+        if pending:
+            logger.warning("pgqueue: %d handlers still running after the %.1fs drain timeout; cancelling them",
+                           len(pending), self.drain_timeout)
+            self._cancel_running = True
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=10)
+
+    # ---------------------------------------------------------------- execute
+    async def _execute(self, row: Any) -> None:
+        job_id, token, attempts, max_tries, lease_left, queue_name, raw = row
+        received = time.monotonic()
+        if self._stopping:
+            await self._release_unstarted(job_id, token)
+            return
+        try:
+            envelope = Envelope.decode(raw)
+        except QueuePayloadError as exc:
+            await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
+            return
+        job_type = lookup(envelope.name)
+        if job_type is None:
+            error = QueuePayloadError(
+                f"job name {envelope.name!r} is not registered in this worker; import the module that "
+                "defines it (--app) — the job was not run"
+            )
+            await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
+            return
+        try:
+            job = job_type(**envelope.args)
+        except Exception as exc:
+            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r} do not fit the job: {exc}")
+            await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
+            return
+        context = JobContext(job_id=job_id, token=token, attempts=attempts, max_tries=max_tries,
+                             queue=queue_name, connection=envelope.connection,
+                             lease_seconds_left=lease_left - (time.monotonic() - received), settler=self._settler)
+        budget = min(envelope.timeout, context.lease_expires_in - self.config.lease_margin)
+        if self.timeout_cap is not None:
+            budget = min(budget, self.timeout_cap)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts, max_tries)
+        try:
+            if budget <= 0:
+                raise TimeoutError(f"no time left in the lease to run job {job_id}")
+            if self.scope is None:
+                async with asyncio.timeout(budget):
+                    await job.handle(context)
+            else:
+                async with self.scope(context), asyncio.timeout(budget):
+                    await job.handle(context)
+        except asyncio.CancelledError:
+            # Cancelled by a forced stop: hand the job back for another worker.
+            if self._cancel_running and context._settle_internally("released"):
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._settler.release(job_id, token, 0.0))
+                logger.warning("pgqueue: job %s (%s) cancelled by shutdown and released", job_id, envelope.name)
+            raise
+        except QueueLeaseError as exc:
+            if context.finished and context.decision == "lost":
+                self.stats.lost += 1
+                logger.warning("pgqueue: %s", exc)
+                return
+            await self._after_exception(context, envelope, exc)
+        except Exception as exc:
+            await self._after_exception(context, envelope, exc)
+        else:
+            if context._settle_internally("acked"):
+                self.completer.add(job_id, token)
+                self.stats.succeeded += 1
+            elif context.decision == "failed":
+                self.stats.failed += 1
+            elif context.decision == "lost":
+                self.stats.lost += 1
+            else:
+                self.stats.succeeded += 1
+
+    async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception) -> None:
+        """A handler raised (or timed out): retry with backoff while tries and the deadline allow."""
+        if context.finished:
+            logger.warning("pgqueue: job %s (%s) raised after it was %s: %r", context.id, envelope.name,
+                           context.decision, error)
+            return
+        attempts = context.attempts
+        if attempts < context.max_tries:
+            delay = envelope.backoff.delay(attempts)
+            if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
+                context._settle_internally("released")
+                try:
+                    accepted = await self._settler.release(context.id, context.token, delay)
+                except (psycopg.Error, PoolTimeout, OSError) as exc:
+                    logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
+                                 "when its lease expires", context.id, exc)
+                    return
+                if accepted:
+                    self.stats.retried += 1
+                    logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
+                                   context.id, envelope.name, attempts, context.max_tries,
+                                   type(error).__name__, error, delay)
+                else:
+                    self.stats.lost += 1
+                    logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
+                                   context.id, attempts)
+                return
+        context._settle_internally("failed")
+        await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name)
+
+    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
+                    *, name: str) -> None:
+        exception, message, trace = describe(error)
+        # Decided by the worker before any handler ran: the message says it all.
+        stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
+        try:
+            accepted = await self._settler.fail(job_id, token, exception, message, stored_trace, reason)
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
+                         "and is recovered when its lease expires", job_id, name, exc)
+            return
+        if accepted:
+            self.stats.failed += 1
+            logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
+                         attempts, reason, exception, message)
+        else:
+            self.stats.lost += 1
+            logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id)
+
+    async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(query("release_unstarted"), ([job_id], [token]))
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.warning("pgqueue: could not hand back unstarted job %s (%s); it returns when its lease "
+                           "expires", job_id, exc)

@@ -1,0 +1,1 @@
+select pgqueue.clear(%s::text)

@@ -1,0 +1,1 @@
+select pgqueue.fail(%s::uuid, %s::bigint, %s, %s, %s, %s)

@@ -1,0 +1,1 @@
+select pgqueue.flush_failed(%s::text, %s::interval)

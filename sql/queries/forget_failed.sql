@@ -1,0 +1,1 @@
+select pgqueue.forget_failed(%s::uuid)

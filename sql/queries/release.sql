@@ -1,0 +1,1 @@
+select pgqueue.release(%s::uuid, %s::bigint, %s::double precision)

@@ -1,0 +1,1 @@
+select pgqueue.retry_failed(%s::uuid)

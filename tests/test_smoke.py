@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import psycopg
+
+
+def test_migrated_database_has_the_tables(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    rows = conn.execute(
+        "select table_name from information_schema.tables where table_schema = 'pgqueue' order by 1"
+    ).fetchall()
+    assert [r[0] for r in rows] == ["failed_jobs", "jobs", "queue_stats"]
