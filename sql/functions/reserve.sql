@@ -28,7 +28,8 @@ begin
     if p_max_jobs is null or p_max_jobs < 1 then
         raise exception 'pgqueue.reserve: max_jobs must be >= 1, got %', p_max_jobs using errcode = '22023';
     end if;
-    if p_lease_seconds is null or not (p_lease_seconds > 0) or p_lease_seconds = 'Infinity'::double precision then
+    -- NaN sorts above every number in PostgreSQL, so 'NaN' > 0 holds: refuse it by name.
+    if p_lease_seconds is null or not (p_lease_seconds > 0) or p_lease_seconds in ('Infinity'::double precision, 'NaN'::double precision) then
         raise exception 'pgqueue.reserve: lease_seconds must be a finite number > 0, got %', p_lease_seconds
             using errcode = '22023';
     end if;
@@ -45,8 +46,13 @@ begin
         while v_priority is not null and v_remaining > 0 loop
             v_doomed := 0;
             for v_rec in
+                -- The candidates are a range of jobs_reservation_idx. The rows to move or
+                -- grant are then found again by primary key through `id = any(array(...))`,
+                -- never by joining the table to the candidate list: once PL/pgSQL caches a
+                -- generic plan, it guesses a LIMIT of unknown size at 10% of the table and
+                -- would hash-join a sequential scan of the whole backlog into every call.
                 with candidate as (
-                    select j.id, j.attempts, j.max_tries, j.retry_until, j.token
+                    select j.id, j.attempts, j.max_tries, j.retry_until, j.token, j.available_at
                     from pgqueue.jobs j
                     where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_now
                     order by j.available_at
@@ -54,12 +60,12 @@ begin
                     for update skip locked
                 ), doomed as (
                     delete from pgqueue.jobs j
-                    using candidate c
-                    where j.id = c.id
-                      and (c.attempts >= c.max_tries or c.retry_until < v_now)
+                    where j.id = any (array(
+                        select c.id from candidate c
+                        where c.attempts >= c.max_tries or c.retry_until < v_now))
                     returning j.id, j.queue, j.envelope, j.attempts,
-                              case when c.retry_until < v_now then 'deadline_passed'
-                                   when c.token is not null then 'lease_expired_after_final_attempt'
+                              case when j.retry_until < v_now then 'deadline_passed'
+                                   when j.token is not null then 'lease_expired_after_final_attempt'
                                    else 'attempts_exhausted' end as reason
                 ), recorded as (
                     insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, message, reason)
@@ -79,19 +85,20 @@ begin
                         token = nextval('pgqueue.lease_token_seq'),
                         reserved_at = v_now,
                         available_at = v_now + v_lease
-                    from candidate c
-                    where j.id = c.id
-                      and c.attempts < c.max_tries
-                      and (c.retry_until is null or c.retry_until >= v_now)
+                    where j.id = any (array(
+                        select c.id from candidate c
+                        where c.attempts < c.max_tries and (c.retry_until is null or c.retry_until >= v_now)))
                     returning j.id, j.token, j.attempts, j.max_tries, j.retry_until, j.available_at,
                               j.queue, j.priority, j.envelope
                 )
+                -- Granted jobs come back in candidate order (oldest due first).
                 select true as is_granted, g.id, g.token, g.attempts, g.max_tries, g.retry_until,
-                       g.available_at, g.queue, g.priority, g.envelope
-                from granted g
+                       g.available_at, g.queue, g.priority, g.envelope, c.available_at as due_at
+                from granted g join candidate c on c.id = g.id
                 union all
-                select false, null, null, null, null, null, null, null, null, null
+                select false, null, null, null, null, null, null, null, null, null, null
                 from doomed
+                order by is_granted desc, due_at
             loop
                 if v_rec.is_granted then
                     id := v_rec.id;
