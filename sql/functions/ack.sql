@@ -17,11 +17,14 @@ begin
         delete from pgqueue.jobs j
         using unnest(p_ids, p_tokens) as t(id, token)
         where j.id = t.id and j.token = t.token
-        returning j.id
+        returning j.id, j.token
     )
+    -- Answer per (id, token) pair as given, so a stale pair never borrows the verdict of
+    -- a matching pair for the same job.
     select t.id, d.id is not null
-    from unnest(p_ids) as t(id)
-    left join done d on d.id = t.id;
+    from unnest(p_ids, p_tokens) with ordinality as t(id, token, n)
+    left join done d on d.id = t.id and d.token = t.token
+    order by t.n;
 end
 $$;
 

@@ -8,7 +8,8 @@ as $$
 declare
     v_until timestamptz;
 begin
-    if p_seconds is null or not (p_seconds > 0) or p_seconds = 'Infinity'::double precision then
+    -- NaN sorts above every number in PostgreSQL, so 'NaN' > 0 holds: refuse it by name.
+    if p_seconds is null or not (p_seconds > 0) or p_seconds in ('Infinity'::double precision, 'NaN'::double precision) then
         raise exception 'pgqueue.extend: seconds must be a finite number > 0, got %', p_seconds using errcode = '22023';
     end if;
     update pgqueue.jobs j

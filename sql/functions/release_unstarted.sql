@@ -17,13 +17,14 @@ begin
             attempts = greatest(j.attempts - 1, 0)
         from unnest(p_ids, p_tokens) as t(id, token)
         where j.id = t.id and j.token = t.token
-        returning j.id, j.queue
+        returning j.id, t.token, j.queue
     ), notified as (
-        select b.id, pg_notify('pgqueue', b.queue) from back b
+        select b.id, b.token, pg_notify('pgqueue', b.queue) from back b
     )
     select t.id, n.id is not null
-    from unnest(p_ids) as t(id)
-    left join notified n on n.id = t.id;
+    from unnest(p_ids, p_tokens) with ordinality as t(id, token, n)
+    left join notified n on n.id = t.id and n.token = t.token
+    order by t.n;
 end
 $$;
 

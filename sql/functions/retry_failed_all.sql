@@ -11,7 +11,7 @@ declare
     v_queues text[];
 begin
     with picked as (
-        select f.id, f.job_id, f.queue, f.envelope,
+        select f.id, f.job_id, f.queue, f.envelope, f.failed_at,
                to_timestamp((f.envelope->>'retry_until')::double precision) as retry_until
         from pgqueue.failed_jobs f
         where (p_queue is null or f.queue = p_queue)
@@ -20,8 +20,9 @@ begin
           and not exists (select 1 from pgqueue.jobs j where j.id = f.job_id)
         for update of f skip locked
     ), latest as (
-        -- a job id may have failed more than once (retried, failed again, record kept)
-        select distinct on (p.job_id) p.* from picked p order by p.job_id
+        -- a job id may have failed more than once (retried, failed again, record kept):
+        -- put it back once, from its most recent failure; the older records stay.
+        select distinct on (p.job_id) p.* from picked p order by p.job_id, p.failed_at desc, p.id
     ), back as (
         insert into pgqueue.jobs (id, queue, priority, envelope, attempts, max_tries, retry_until, available_at)
         select l.job_id, l.queue, coalesce((l.envelope->>'priority')::smallint, 0), l.envelope, 0,
