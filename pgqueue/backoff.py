@@ -87,7 +87,29 @@ class Backoff:
 
     @classmethod
     def from_data(cls, data: object) -> Backoff:
-        """Read the envelope's JSON form back; raises QueuePayloadError when it is malformed."""
+        """Read the envelope's JSON form back; raises QueuePayloadError when it is malformed.
+
+        Workers read the same few policies over and over: parsed ones are remembered.
+        """
+        key: tuple[Any, ...] | None = None
+        if isinstance(data, dict):
+            delays = data.get("delays")
+            key = (data.get("kind"), tuple(delays) if isinstance(delays, list) else delays, data.get("base"),
+                   data.get("factor"), data.get("max"), data.get("jitter"))
+            try:
+                cached = _PARSED.get(key)
+            except TypeError:  # an unhashable value inside: parse (and fail) the slow way
+                key = None
+            else:
+                if cached is not None:
+                    return cached
+        parsed = cls._parse(data)
+        if key is not None and len(_PARSED) < 1024:
+            _PARSED[key] = parsed
+        return parsed
+
+    @classmethod
+    def _parse(cls, data: object) -> Backoff:
         try:
             if not isinstance(data, Mapping):
                 raise TypeError("not an object")
@@ -98,3 +120,6 @@ class Backoff:
             raise ValueError(f"unknown kind {data.get('kind')!r}")
         except (TypeError, ValueError, KeyError, QueueConfigurationError) as exc:
             raise QueuePayloadError(f"envelope backoff {data!r} is malformed: {exc}") from None
+
+
+_PARSED: dict[tuple[Any, ...], Backoff] = {}

@@ -14,16 +14,19 @@ logger = logging.getLogger("pgqueue.worker")
 
 
 class Notifier:
-    """LISTENs on channel ``pgqueue`` and calls ``wake`` for notifications of its queues.
+    """LISTENs on channel ``pgqueue`` and calls ``wake`` for notifications of its queues;
+    on channel ``pgqueue_delayed`` (a delayed job was enqueued) it calls ``rescheduled``.
 
     If the connection drops, it reconnects with backoff, LISTENs again and calls ``wake``
     once, so a job notified while it was away is picked up by a catch-up reservation.
     """
 
-    def __init__(self, dsn: str, queues: Collection[str], wake: Callable[[], None]) -> None:
+    def __init__(self, dsn: str, queues: Collection[str], wake: Callable[[], None],
+                 rescheduled: Callable[[], None] | None = None) -> None:
         self._dsn = dsn
         self._queues = frozenset(queues)
         self._wake = wake
+        self._rescheduled = rescheduled
         self.connected = asyncio.Event()
         self.reconnects = 0
 
@@ -39,8 +42,14 @@ class Notifier:
                 delay = 0.05
                 self._wake()  # catch up on anything notified before (or while away)
                 async for notify in conn.notifies():
-                    if notify.payload in self._queues:
+                    if notify.payload not in self._queues:
+                        continue
+                    if notify.channel == "pgqueue":
                         self._wake()
+                    elif self._rescheduled is not None:
+                        self._rescheduled()
+                # The server closed the stream without an error: treat it as a drop.
+                raise psycopg.OperationalError("the LISTEN connection was closed")
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:

@@ -97,13 +97,15 @@ class Worker:
         ack_flush_interval / ack_batch_size: the completer's batching.
         listen: LISTEN for notifications (False: poll every ``poll_interval``).
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
+        fetch_cooldown: with a backlog, how long to wait for more slots to free up so the
+            next reservation is a batch rather than a single job (seconds).
     """
 
     def __init__(self, queue: Queue, config: ConnectionConfig, pool: AsyncConnectionPool[Any], *,
                  queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
-                 listen: bool = True, listen_dsn: str | None = None) -> None:
+                 listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -123,6 +125,7 @@ class Worker:
                 f"retry_after ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
             )
         self.timeout_cap = timeout
+        self.fetch_cooldown = float(fetch_cooldown)
         self.scope = scope
         self.listen = listen
         self.listen_dsn = listen_dsn or config.listen_dsn or queue.dsn
@@ -130,6 +133,15 @@ class Worker:
         self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
         self._settler = _Settler(self)
         self._wakeup = asyncio.Event()
+        #: Set while the worker sleeps with nothing to reserve (until notified, the next job
+        #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
+        self.idle = asyncio.Event()
+        #: The LISTEN connection's notifier (None with ``listen=False``); ``notifier.connected``
+        #: is set while it listens.
+        self.notifier: Notifier | None = (
+            Notifier(self.listen_dsn, self.queues, self.wake, self._reschedule) if listen else None
+        )
+        self._rescheduled = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._stopping = False
         self._cancel_running = False
@@ -139,7 +151,12 @@ class Worker:
     # ---------------------------------------------------------------- control
     def wake(self) -> None:
         """Make the worker look for jobs now (called on NOTIFY)."""
+        self.idle.clear()
         self._wakeup.set()
+
+    def _reschedule(self) -> None:
+        """A delayed job was enqueued: an idle worker re-reads the next due time."""
+        self._rescheduled.set()
 
     def stop(self, *, cancel_running: bool = False) -> None:
         """Stop reserving; running handlers finish (within drain_timeout). ``cancel_running``
@@ -186,9 +203,8 @@ class Worker:
             raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
         completer_task = asyncio.create_task(self.completer.run(), name="pgqueue-completer")
         notifier_task: asyncio.Task[None] | None = None
-        if self.listen:
-            notifier = Notifier(self.listen_dsn, self.queues, self.wake)
-            notifier_task = asyncio.create_task(notifier.run(), name="pgqueue-notifier")
+        if self.notifier is not None:
+            notifier_task = asyncio.create_task(self.notifier.run(), name="pgqueue-notifier")
         cancelled = False
         try:
             await self._fetch_loop(stop_when_empty, max_jobs)
@@ -233,7 +249,7 @@ class Worker:
             for row in rows:
                 self._start(row)
             if len(rows) == free:
-                await asyncio.sleep(0)  # let finished handlers free their slots before the next batch
+                await self._gather_slots()
                 continue
             if stop_when_empty:
                 if self._running:
@@ -245,6 +261,28 @@ class Worker:
                     return
                 continue
             await self._idle_wait()
+
+    async def _gather_slots(self) -> None:
+        """After a full batch (more work is likely waiting), let slots free up so the next
+        reservation is a batch too: wait until half the slots are free, or at most
+        ``fetch_cooldown`` once at least one is."""
+        loop = asyncio.get_running_loop()
+        target = max(1, self.concurrency // 2)
+        deadline = loop.time() + self.fetch_cooldown
+        while not self._stopping:
+            free = self.concurrency - len(self._running)
+            if free >= target:
+                return
+            if free > 0:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return
+                self._slot_free.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._slot_free.wait(), remaining)
+            else:
+                self._slot_free.clear()
+                await self._slot_free.wait()
 
     async def _reserve(self, limit: int) -> list[Any]:
         async with self.pool.connection() as conn:
@@ -260,16 +298,40 @@ class Worker:
 
     async def _idle_wait(self) -> None:
         """Sleep until notified, until the next job is due, or for the poll interval at most."""
-        if self._wakeup.is_set():
-            return
+        loop = asyncio.get_running_loop()
+        poll_deadline = loop.time() + self.poll_interval
+        while not self._wakeup.is_set():
+            self._rescheduled.clear()
+            try:
+                due = await self._next_due()
+            except _TRANSIENT as exc:
+                logger.warning("pgqueue: reading the next due time failed (%s)", exc)
+                due = None
+            cap = poll_deadline - loop.time()
+            wait = cap if due is None else min(due, cap)
+            if wait <= 0 or self._wakeup.is_set():
+                if due is not None and due <= 0:
+                    # Due now yet not reserved: locked by another worker's reservation in
+                    # flight. Yield briefly instead of spinning on the database.
+                    await self._sleep(0.001)
+                return
+            self.idle.set()
+            try:
+                if not await self._sleep_until_rescheduled(wait):
+                    return  # woken, due, or the poll interval is over: reserve
+            finally:
+                self.idle.clear()
+
+    async def _sleep_until_rescheduled(self, seconds: float) -> bool:
+        """Sleep; True if a delayed job was enqueued meanwhile (and nothing else woke us)."""
+        wakeup = asyncio.ensure_future(self._wakeup.wait())
+        rescheduled = asyncio.ensure_future(self._rescheduled.wait())
         try:
-            due = await self._next_due()
-        except _TRANSIENT as exc:
-            logger.warning("pgqueue: reading the next due time failed (%s)", exc)
-            due = None
-        wait = self.poll_interval if due is None else max(0.0, min(due, self.poll_interval))
-        if wait > 0:
-            await self._sleep(wait)
+            await asyncio.wait((wakeup, rescheduled), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wakeup.cancel()
+            rescheduled.cancel()
+        return self._rescheduled.is_set() and not self._wakeup.is_set()
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -3,8 +3,9 @@
 -- columns: id, queue, priority, tries and retry_until (epoch seconds or null).
 -- A job that is available now sends pg_notify('pgqueue', queue); PostgreSQL folds identical
 -- notifications of one transaction into one, so enqueueing many jobs into one queue in a
--- transaction wakes workers once. A delayed job sends nothing: idle workers sleep until
--- pgqueue.next_due() says so.
+-- transaction wakes workers once. A delayed job wakes nobody on that channel: it sends
+-- pg_notify('pgqueue_delayed', queue) instead, on which idle workers only re-read
+-- pgqueue.next_due() to sleep until the earliest due job (again one per queue and transaction).
 -- From psql:  select pgqueue.enqueue('{"id": "...", "name": "app:Job", "args": {}, ...}'::jsonb);
 create or replace function pgqueue.enqueue(p_envelope jsonb, p_delay_seconds double precision default 0)
 returns uuid
@@ -30,6 +31,8 @@ begin
     returning id into v_id;
     if p_delay_seconds = 0 then
         perform pg_notify('pgqueue', v_queue);
+    else
+        perform pg_notify('pgqueue_delayed', v_queue);
     end if;
     return v_id;
 end

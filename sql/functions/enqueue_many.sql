@@ -1,7 +1,8 @@
 -- pgqueue.enqueue_many(envelopes, delays) -> number of jobs inserted
 -- Bulk insert in one statement: p_envelopes is a JSON array of envelopes, p_delays an
 -- optional array of delays in seconds (same length; null means all ready now).
--- Sends one notification per queue that received a job ready now, however many jobs.
+-- Sends one notification per queue that received a job ready now, however many jobs, and
+-- one on channel pgqueue_delayed per queue that received a delayed job.
 create or replace function pgqueue.enqueue_many(p_envelopes jsonb, p_delays double precision[] default null)
 returns bigint
 language plpgsql
@@ -46,6 +47,17 @@ begin
     loop
         perform pg_notify('pgqueue', v_queue);
     end loop;
+    -- Delayed jobs wake nobody up; they only tell idle workers to look at next_due() again,
+    -- in case one of them is due before the end of a worker's current sleep.
+    if p_delays is not null then
+        for v_queue in
+            select distinct e.value->>'queue'
+            from jsonb_array_elements(p_envelopes) with ordinality as e(value, ordinality)
+            where p_delays[e.ordinality] > 0
+        loop
+            perform pg_notify('pgqueue_delayed', v_queue);
+        end loop;
+    end if;
     return v_count;
 end
 $$;

@@ -1,6 +1,7 @@
 -- pgqueue.release(id, token, delay_seconds) -> whether the fence matched
 -- Puts a reserved job back, available again after p_delay_seconds. The attempt that was
--- running still counts. Notifies the queue when the job is ready at once.
+-- running still counts. Notifies the queue when the job is ready at once (channel pgqueue),
+-- else tells idle workers when it will be due (channel pgqueue_delayed).
 -- From psql:  select pgqueue.release('<job id>', <token>, 30);
 create or replace function pgqueue.release(p_id uuid, p_token bigint, p_delay_seconds double precision default 0)
 returns boolean
@@ -24,6 +25,8 @@ begin
     end if;
     if p_delay_seconds = 0 then
         perform pg_notify('pgqueue', v_queue);
+    else
+        perform pg_notify('pgqueue_delayed', v_queue);
     end if;
     return true;
 end
