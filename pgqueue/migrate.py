@@ -14,6 +14,8 @@ from pgqueue.resources import migrations_dir, versions_dir
 def alembic_config(dsn: str | None = None, *, output: Any = None) -> Config:
     """An alembic :class:`Config` for pgqueue's own environment, bound to ``dsn``."""
     config = Config(output_buffer=output)
+    # Paths are separated the platform's way (a space in a path must not split it).
+    config.set_main_option("path_separator", "os")
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("version_locations", str(versions_dir()))
     if dsn is not None:
