@@ -1,0 +1,91 @@
+"""The built wheel alone migrates a database and runs the CLI.
+
+Builds the wheel, installs it into a fresh virtual environment outside the repository
+and works from a folder outside it too, so nothing can be picked up from the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.helpers import envelope
+from tests.sql_calls import enqueue, reserve
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(command: list[str], cwd: Path, timeout: float = 600) -> str:
+    # A clean environment: no virtualenv of the checkout, no PYTHONPATH, no DSN to fall back on.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PGQUEUE_DSN", "DATABASE_URL", "UV_PROJECT_ENVIRONMENT")}
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                            check=False)
+    assert result.returncode == 0, f"{command} failed in {cwd}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """(wheel, venv): the wheel built from this checkout, installed into a fresh venv."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is not on PATH; the packaging test builds and installs with uv")
+    outside = tmp_path_factory.mktemp("packaging")
+    dist = outside / "dist"
+    _run([uv, "build", "--wheel", "--out-dir", str(dist)], cwd=REPO_ROOT)
+    [wheel] = dist.glob("pgqueue-*.whl")
+    venv = outside / "venv"
+    _run([uv, "venv", "--quiet", str(venv)], cwd=outside)
+    _run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(wheel)], cwd=outside)
+    yield wheel, venv
+
+
+def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) -> None:
+    wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "pgqueue/_sql/functions/reserve.sql" in names
+    assert "pgqueue/_sql/schema/0001_schema.sql" in names
+    assert "pgqueue/_sql/queries/explain_reservation.sql" in names
+    assert "pgqueue/_migrations/env.py" in names
+    assert "pgqueue/_migrations/versions/0001_pgqueue_initial.py" in names
+    assert "pgqueue_cli/__init__.py" in names and "pgqueue_cli/app.py" in names
+    assert "pgqueue/py.typed" in names
+    assert not [n for n in names if n.startswith("tests/")]
+
+
+def test_the_installed_package_migrates_a_database_from_outside_the_repo(
+    installed: tuple[Path, Path], empty_dsn: str, tmp_path: Path
+) -> None:
+    _, venv = installed
+    python = str(venv / "bin" / "python")
+    where = _run([python, "-c", "import pgqueue, pgqueue.resources as r; print(pgqueue.__file__); print(r.sql_dir())"],
+                 cwd=tmp_path).split()
+    assert all(Path(p).is_relative_to(venv) for p in where), where
+
+    _run([python, "-c", "import sys; from pgqueue import migrate; migrate.upgrade(sys.argv[1])", empty_dsn],
+         cwd=tmp_path)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        job_id = enqueue(conn, envelope("from-wheel"))
+        assert [r["id"] for r in reserve(conn, ["from-wheel"], 1)] == [job_id]
+
+
+def test_the_installed_cli_runs_and_migrates(installed: tuple[Path, Path], empty_dsn: str, tmp_path: Path) -> None:
+    _, venv = installed
+    cli = str(venv / "bin" / "pgqueue")
+    usage = _run([cli, "--help"], cwd=tmp_path)
+    assert "pgqueue" in usage and "migrate" in usage
+    _run([cli, "migrate", "--dsn", empty_dsn], cwd=tmp_path)
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0001",)]
+        assert conn.execute(b"select to_regprocedure('pgqueue.reserve(text[], integer, double precision)')"
+                            b" is not null").fetchone() == (True,)
