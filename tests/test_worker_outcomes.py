@@ -1,0 +1,496 @@
+"""What becomes of a job after its execution: retries with backoff, deadlines, the timeout
+clipped by the lease, the handler's own decisions, the fence, terminal failures decided
+before any handler runs, and the per-execution scope."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pgqueue import JobContext, Queue, QueueLeaseError, QueuePayloadError
+
+from tests.helpers import envelope
+from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
+from tests.worker_support import failures, finish, hooks, jobs, queue, rows, scalar
+
+__all__ = ["hooks", "queue"]
+
+
+async def drain(queue: Queue, **options: Any) -> int:
+    """Run a polling worker until no job is ready now; returns the reservations processed."""
+    worker = await queue.worker(listen=False, **{"concurrency": 1, **options})
+    processed: int = await finish(worker.run(stop_when_empty=True), "the worker to drain the queue")
+    return processed
+
+
+# ---------------------------------------------------------------------------- retries
+async def test_retries_follow_the_backoff_then_fail_with_the_exception(queue: Queue, hooks: Any, dsn: str) -> None:
+    attempts: list[int] = []
+    reserved: dict[int, Any] = {}
+    raised: dict[int, Any] = {}
+
+    async def fail_always(job: Probe, context: JobContext) -> None:
+        attempts.append(context.attempts)
+        reserved[context.attempts] = await scalar(dsn, "select reserved_at from pgqueue.jobs where id = %s",
+                                                  (context.id,))
+        raised[context.attempts] = await scalar(dsn, "select clock_timestamp()")
+        raise ValueError(f"attempt {context.attempts} went wrong")
+
+    hooks("fail", fail_always)
+    job_id = await queue.push(Flaky(hook="fail"))  # tries=3, backoff=(0.05, 0.1)
+    worker = await queue.worker(concurrency=1, listen=False, poll_interval=600)
+
+    assert await finish(worker.run(max_jobs=3), "three attempts") == 3
+
+    assert attempts == [1, 2, 3]
+    # Database clock: each retry was reserved no earlier than its backoff after the failure.
+    assert (reserved[2] - raised[1]).total_seconds() >= 0.05
+    assert (reserved[3] - raised[2]).total_seconds() >= 0.1
+    assert (worker.stats.retried, worker.stats.failed) == (2, 1)
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert failure["job_id"] == job_id
+    assert failure["attempts"] == 3
+    assert failure["reason"] == "exception"
+    assert failure["exception"] == "ValueError"
+    assert failure["message"] == "attempt 3 went wrong"
+    assert "Traceback (most recent call last)" in failure["traceback"]
+    assert "in fail_always" in failure["traceback"]
+    assert "ValueError: attempt 3 went wrong" in failure["traceback"]
+
+
+async def test_backoff_delay_is_applied_to_the_released_job(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def boom(job: Probe, context: JobContext) -> None:
+        raise RuntimeError("later")
+
+    hooks("boom", boom)
+    await queue.push(Deadlined(hook="boom", deadline=time.time() + 3600))  # backoff 60 s, deadline far off
+
+    assert await drain(queue, poll_interval=600) == 1
+
+    [row] = await jobs(dsn)
+    assert (row["attempts"], row["token"]) == (1, None)
+    assert 30 < row["due_in"] <= 60
+    assert await failures(dsn) == []
+
+
+async def test_deadline_stops_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def boom(job: Probe, context: JobContext) -> None:
+        raise RuntimeError("cannot make it")
+
+    hooks("boom", boom)
+    # The next try would be 60 s from now, after the deadline: fail now instead of releasing.
+    job_id = await queue.push(Deadlined(hook="boom", deadline=time.time() + 20))
+
+    assert await drain(queue) == 1
+
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert (failure["job_id"], failure["attempts"], failure["reason"]) == (job_id, 1, "exception")
+    assert (failure["exception"], failure["message"]) == ("RuntimeError", "cannot make it")
+
+
+async def test_job_past_its_deadline_is_not_run(queue: Queue, hooks: Any, dsn: str) -> None:
+    ran: list[int] = []
+
+    async def record(job: Probe, context: JobContext) -> None:
+        ran.append(context.attempts)
+
+    hooks("record", record)
+    job_id = await queue.push(Deadlined(hook="record", deadline=time.time() - 1))
+
+    assert await drain(queue) == 0
+
+    assert ran == []
+    [failure] = await failures(dsn)
+    assert (failure["job_id"], failure["reason"]) == (job_id, "deadline_passed")
+
+
+# ---------------------------------------------------------------------------- timeout
+async def test_timeout_is_clipped_by_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+    seen: dict[str, float] = {}
+
+    async def forever(job: Probe, context: JobContext) -> None:
+        seen["lease"] = context.lease_expires_in
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen["lease_left_at_cancel"] = context.lease_expires_in
+            raise
+
+    hooks("forever", forever)
+    await queue.push(Once(hook="forever"))  # the envelope's timeout is the connection's 60 s
+    # A 5.5 s lease minus the 5 s lease margin leaves the handler 0.5 s, far below 60 s.
+    assert queue.connection().lease_margin == 5.0
+
+    assert await drain(queue, retry_after=5.5) == 1
+
+    assert seen["lease"] <= 5.5
+    assert seen["lease_left_at_cancel"] > 0, "the handler outlived its lease"
+    [failure] = await failures(dsn)
+    assert (failure["exception"], failure["reason"], failure["attempts"]) == ("TimeoutError", "exception", 1)
+
+
+async def test_timed_out_attempt_is_retried(queue: Queue, hooks: Any, dsn: str) -> None:
+    attempts: list[int] = []
+
+    async def hang_once(job: Probe, context: JobContext) -> None:
+        attempts.append(context.attempts)
+        if context.attempts == 1:
+            await asyncio.Event().wait()
+
+    hooks("hang", hang_once)
+    await queue.push(Retrying(hook="hang"))
+
+    assert await drain(queue, retry_after=5.5) == 2
+
+    assert attempts == [1, 2]
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+# ------------------------------------------------------------------ handler decisions
+async def test_handler_return_acknowledges(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def ok(job: Probe, context: JobContext) -> None:
+        return None
+
+    hooks("ok", ok)
+    await queue.push_many([Probe(hook="ok", n=n) for n in range(3)])
+    worker = await queue.worker(concurrency=2, listen=False)
+
+    assert await finish(worker.run(stop_when_empty=True), "three jobs") == 3
+
+    assert worker.completer.acked == 3
+    assert worker.stats.succeeded == 3
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+async def test_handler_release_puts_the_job_back(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def later(job: Probe, context: JobContext) -> None:
+        await context.release(30)
+
+    hooks("later", later)
+    job_id = await queue.push(Probe(hook="later"))
+
+    assert await drain(queue, poll_interval=600) == 1
+
+    [row] = await jobs(dsn)
+    assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
+    assert 20 < row["due_in"] <= 30
+    assert await failures(dsn) == []
+
+
+async def test_handler_release_now_runs_again_and_counts_the_attempt(queue: Queue, hooks: Any, dsn: str) -> None:
+    attempts: list[int] = []
+
+    async def again(job: Probe, context: JobContext) -> None:
+        attempts.append(context.attempts)
+        if context.attempts == 1:
+            await context.release()
+
+    hooks("again", again)
+    await queue.push(Probe(hook="again"))
+
+    assert await drain(queue) == 2
+    assert attempts == [1, 2]
+    assert await jobs(dsn) == []
+
+
+async def test_handler_delete_removes_the_job(queue: Queue, hooks: Any, dsn: str) -> None:
+    calls: list[str | None] = []
+
+    async def drop(job: Probe, context: JobContext) -> None:
+        await context.delete()
+        calls.append(context.decision)
+
+    hooks("drop", drop)
+    await queue.push(Probe(hook="drop"))
+    worker = await queue.worker(concurrency=1, listen=False)
+
+    assert await finish(worker.run(stop_when_empty=True), "the job") == 1
+
+    assert calls == ["deleted"]
+    assert worker.completer.acked == 0  # the worker did not acknowledge on top
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+async def test_handler_fail_records_the_failure_without_retry(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def give_up(job: Probe, context: JobContext) -> None:
+        try:
+            raise LookupError("customer 42 is gone")
+        except LookupError as exc:
+            await context.fail(exc)
+
+    hooks("give_up", give_up)
+    job_id = await queue.push(Retrying(hook="give_up"))  # tries left, yet no retry
+
+    assert await drain(queue) == 1
+
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert failure["job_id"] == job_id
+    assert (failure["reason"], failure["attempts"]) == ("failed_by_handler", 1)
+    assert (failure["exception"], failure["message"]) == ("LookupError", "customer 42 is gone")
+    assert "in give_up" in failure["traceback"]
+
+
+async def test_handler_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+    seen: dict[str, float] = {}
+    lease_sql = "select extract(epoch from available_at - clock_timestamp())::float from pgqueue.jobs where id = %s"
+
+    async def extend(job: Probe, context: JobContext) -> None:
+        seen["before"] = await scalar(dsn, lease_sql, (context.id,))
+        seen["returned"] = await context.extend(120)
+        seen["after"] = await scalar(dsn, lease_sql, (context.id,))
+        seen["context"] = context.lease_expires_in
+
+    hooks("extend", extend)
+    await queue.push(Probe(hook="extend"))
+
+    assert await drain(queue, retry_after=10) == 1
+
+    assert seen["before"] <= 10
+    assert 100 < seen["returned"] <= 120
+    assert 100 < seen["after"] <= 120
+    assert 100 < seen["context"] <= 120
+    assert await jobs(dsn) == []  # then acknowledged
+
+
+async def test_second_transition_raises_queue_lease_error(queue: Queue, hooks: Any, dsn: str) -> None:
+    refused: list[str] = []
+
+    async def twice(job: Probe, context: JobContext) -> None:
+        await context.delete()
+        attempts = {"release": context.release(), "delete": context.delete(), "fail": context.fail("late"),
+                    "extend": context.extend(30)}
+        for verb, call in attempts.items():
+            try:
+                await call
+            except QueueLeaseError as exc:
+                assert "already deleted" in str(exc)
+                refused.append(verb)
+
+    hooks("twice", twice)
+    await queue.push(Probe(hook="twice"))
+
+    assert await drain(queue) == 1
+
+    assert refused == ["release", "delete", "fail", "extend"]
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+async def test_lease_error_of_a_second_transition_leaves_the_first_decision(queue: Queue, hooks: Any,
+                                                                            dsn: str) -> None:
+    async def release_then_delete(job: Probe, context: JobContext) -> None:
+        await context.release(60)
+        await context.delete()  # raises QueueLeaseError out of the handler
+
+    hooks("both", release_then_delete)
+    job_id = await queue.push(Retrying(hook="both"))
+
+    assert await drain(queue, poll_interval=600) == 1
+
+    [row] = await jobs(dsn)  # still released, not retried, not failed
+    assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
+    assert row["due_in"] > 30
+    assert await failures(dsn) == []
+
+
+async def test_lost_lease_is_never_touched(queue: Queue, hooks: Any, dsn: str) -> None:
+    stolen: dict[str, int] = {}
+
+    async def robbed(job: Probe, context: JobContext) -> None:
+        # Someone else holds the job now (as after a lease expiry and a new reservation).
+        stolen["token"] = await scalar(
+            dsn, "update pgqueue.jobs set token = nextval('pgqueue.lease_token_seq') where id = %s"
+                 " returning token", (context.id,))
+        if job.n == 1:
+            await context.delete()  # refused: QueueLeaseError leaves the handler
+
+    hooks("robbed", robbed)
+    await queue.push(Retrying(hook="robbed", n=1))
+    worker = await queue.worker(concurrency=1, listen=False)
+
+    assert await finish(worker.run(max_jobs=1), "the job") == 1
+
+    assert worker.stats.lost == 1
+    [row] = await jobs(dsn)
+    assert (row["token"], row["attempts"]) == (stolen["token"], 1)
+    assert await failures(dsn) == []
+
+
+async def test_refused_auto_ack_is_never_touched(queue: Queue, hooks: Any, dsn: str) -> None:
+    stolen: dict[str, int] = {}
+
+    async def robbed(job: Probe, context: JobContext) -> None:
+        stolen["token"] = await scalar(
+            dsn, "update pgqueue.jobs set token = nextval('pgqueue.lease_token_seq') where id = %s"
+                 " returning token", (context.id,))
+
+    hooks("robbed", robbed)
+    await queue.push(Probe(hook="robbed"))
+    worker = await queue.worker(concurrency=1, listen=False)
+
+    assert await finish(worker.run(max_jobs=1), "the job") == 1
+
+    assert (worker.completer.acked, worker.completer.refused) == (0, 1)
+    [row] = await jobs(dsn)
+    assert row["token"] == stolen["token"]
+
+
+@pytest.mark.parametrize("error", [QueueLeaseError, QueuePayloadError])
+async def test_queue_error_raised_by_a_handler_is_a_handler_failure(queue: Queue, hooks: Any, dsn: str,
+                                                                     error: type[Exception]) -> None:
+    attempts: list[int] = []
+
+    async def pretend(job: Probe, context: JobContext) -> None:
+        attempts.append(context.attempts)
+        if context.attempts == 1:
+            raise error("made up by the handler")
+
+    hooks("pretend", pretend)
+    await queue.push(Retrying(hook="pretend"))
+
+    assert await drain(queue) == 2  # retried like any other exception
+
+    assert attempts == [1, 2]
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+async def test_queue_error_raised_by_a_handler_fails_with_its_traceback(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def pretend(job: Probe, context: JobContext) -> None:
+        raise QueueLeaseError("made up by the handler")
+
+    hooks("pretend", pretend)
+    await queue.push(Once(hook="pretend"))
+
+    assert await drain(queue) == 1
+
+    [failure] = await failures(dsn)
+    assert (failure["reason"], failure["exception"]) == ("exception", "pgqueue.errors.QueueLeaseError")
+    assert failure["message"] == "made up by the handler"
+    assert "in pretend" in failure["traceback"]
+
+
+# ------------------------------------------------- terminal before any handler runs
+async def _enqueue_raw(dsn: str, data: dict[str, Any]) -> uuid.UUID:
+    job_id = await scalar(dsn, "select pgqueue.enqueue(%s::jsonb, 0)", (json.dumps(data),))
+    assert isinstance(job_id, uuid.UUID)
+    return job_id
+
+
+async def _insert_raw(dsn: str, stored: Any) -> uuid.UUID:
+    """A row whose envelope dispatch would never write (to simulate corruption or an old producer)."""
+    job_id = uuid.uuid4()
+    await scalar(dsn, "insert into pgqueue.jobs (id, queue, envelope, max_tries) values (%s, 'default', %s::jsonb, 3)"
+                      " returning id", (job_id, json.dumps(stored)))
+    return job_id
+
+
+async def test_unknown_job_name_fails_without_retry(queue: Queue, hooks: Any, dsn: str) -> None:
+    job_id = await _enqueue_raw(dsn, envelope(name="tests.worker:nobody-registered-this", tries=3))
+
+    assert await drain(queue) == 1
+
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert (failure["job_id"], failure["reason"], failure["attempts"]) == (job_id, "unknown_job", 1)
+    assert "tests.worker:nobody-registered-this" in failure["message"]
+    assert failure["traceback"] is None
+
+
+@pytest.mark.parametrize(("stored", "named"), [
+    ({"name": "tests.worker:probe", "id": "x"}, "args"),
+    ([1, 2], "object"),
+    ({"id": str(uuid.uuid4()), "name": "tests.worker:probe", "args": {"hook": "h"}, "connection": "database",
+      "queue": "default", "tries": 3, "timeout": "soon", "backoff": {"kind": "fixed", "delays": [0.0]}},
+     "timeout"),
+    ({"id": str(uuid.uuid4()), "name": "tests.worker:probe", "args": {"hook": "h"}, "connection": "database",
+      "queue": "default", "tries": 3, "timeout": 30, "backoff": {"kind": "fibonacci"}}, "backoff"),
+], ids=["no-args", "not-an-object", "bad-timeout", "bad-backoff"])
+async def test_malformed_envelope_fails_as_payload_invalid(queue: Queue, hooks: Any, dsn: str, stored: Any,
+                                                           named: str) -> None:
+    ran: list[int] = []
+
+    async def record(job: Probe, context: JobContext) -> None:
+        ran.append(context.attempts)
+
+    hooks("h", record)
+    job_id = await _insert_raw(dsn, stored)
+
+    assert await drain(queue) == 1
+
+    assert ran == []
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert (failure["job_id"], failure["reason"], failure["attempts"]) == (job_id, "payload_invalid", 1)
+    assert named in failure["message"]
+    assert failure["traceback"] is None
+
+
+@pytest.mark.parametrize("args", [{"hook": "h"}, {"hook": "h", "count": 1, "colour": "red"}],
+                         ids=["missing", "unexpected"])
+async def test_args_that_do_not_fit_the_job_fail_as_payload_invalid(queue: Queue, hooks: Any, dsn: str,
+                                                                    args: dict[str, Any]) -> None:
+    ran: list[int] = []
+
+    async def record(job: Probe, context: JobContext) -> None:
+        ran.append(context.attempts)
+
+    hooks("h", record)
+    job_id = await _enqueue_raw(dsn, envelope(name=NeedsArgs.name, args=args, tries=3))
+
+    assert await drain(queue) == 1
+
+    assert ran == []
+    [failure] = await failures(dsn)
+    assert (failure["job_id"], failure["reason"], failure["attempts"]) == (job_id, "payload_invalid", 1)
+    assert NeedsArgs.name in failure["message"]
+
+
+# ------------------------------------------------------------------------------ scope
+async def test_scope_wraps_each_execution(queue: Queue, hooks: Any, dsn: str) -> None:
+    events: list[tuple[Any, ...]] = []
+    current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("current", default=None)
+
+    @contextlib.asynccontextmanager
+    async def scope(context: JobContext) -> AsyncIterator[None]:
+        events.append(("enter", context.id, context.attempts))
+        token = current.set(context)
+        try:
+            yield
+        finally:
+            current.reset(token)
+            events.append(("exit", context.id, context.attempts))
+
+    async def handle(job: Probe, context: JobContext) -> None:
+        events.append(("handle", context.id, context.attempts, current.get() is context))
+        if job.n == 1 and context.attempts == 1:
+            raise RuntimeError("retry me")
+
+    hooks("scoped", handle)
+    first = await queue.push(Retrying(hook="scoped", n=0))
+    second = await queue.push(Retrying(hook="scoped", n=1))
+
+    assert await drain(queue, scope=scope) == 3
+
+    executions = [events[i:i + 3] for i in range(0, len(events), 3)]
+    assert len(events) == 9
+    for execution in executions:
+        (enter, job_id, attempt), handled, exited = execution
+        assert enter == "enter"
+        assert handled == ("handle", job_id, attempt, True), "the handler ran outside its own scope"
+        assert exited == ("exit", job_id, attempt)
+    assert sorted((e[0][1], e[0][2]) for e in executions) == sorted([(first, 1), (second, 1), (second, 2)])
+    assert await rows(dsn, "select 1 from pgqueue.jobs") == []

@@ -1,0 +1,46 @@
+"""A worker process for the worker tests: ``python -m tests.worker_process --dsn ...``.
+
+Builds a Queue on ``--dsn`` (no pyproject.toml, no environment), imports the test jobs,
+installs the SIGINT/SIGTERM handlers and runs one worker until it is stopped. Prints the
+number of reservations processed on exit. Logs go to stderr at INFO, so a test can see
+when the worker took a signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from pgqueue import Queue
+
+from tests import worker_jobs  # noqa: F401  (registers the job types)
+from tests.worker_support import settings_for
+
+
+async def main(args: argparse.Namespace) -> int:
+    overrides = {} if args.lease_margin is None else {"lease_margin": args.lease_margin}
+    async with Queue(settings=settings_for(args.dsn, **overrides)) as queue:
+        worker = await queue.worker(queues=args.queues.split(","), concurrency=args.concurrency,
+                                    retry_after=args.retry_after, poll_interval=args.poll_interval)
+        worker.install_signal_handlers()
+        processed = await worker.run()
+    print(processed, flush=True)
+    return 0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.worker_process")
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--queues", default="default")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--retry-after", type=float, default=None)
+    parser.add_argument("--lease-margin", type=float, default=None)
+    parser.add_argument("--poll-interval", type=float, default=5.0)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    sys.exit(asyncio.run(main(parse(sys.argv[1:]))))
