@@ -117,8 +117,10 @@ begin
                     v_doomed := v_doomed + 1;
                 end if;
             end loop;
+            -- A full batch needs no further probe (one index probe less per call).
+            exit when v_remaining <= 0;
             -- Doomed candidates took slots without filling them: look at this priority again.
-            if v_doomed = 0 or v_remaining <= 0 then
+            if v_doomed = 0 then
                 select max(j.priority) into v_priority
                 from pgqueue.jobs j where j.queue = v_queue and j.priority < v_priority;
             end if;
