@@ -1,17 +1,494 @@
-"""Entry point of the ``pgqueue`` command."""
+"""The ``pgqueue`` command: migrations, workers, failed jobs, queue operations, the embedded server.
+
+Every command that touches a database takes ``--dsn``; without it the database comes from
+``[tool.pgqueue]`` / ``PGQUEUE_DSN`` / ``DATABASE_URL``, else the embedded PostgreSQL is used.
+The chosen database is named once on stderr. Errors are one line on stderr and a non-zero
+exit code (1: the operation failed, 2: bad usage or configuration); ``--debug`` adds the
+traceback.
+"""
 
 from __future__ import annotations
 
-import typer
+import asyncio
+import difflib
+import json
+import logging
+import sys
+import time
+import uuid
+from typing import Annotated
 
-app = typer.Typer(no_args_is_help=True, help="pgqueue: a PostgreSQL-native job queue.")
+import pgqueue
+import typer
+from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.jobs import lookup
+
+from pgqueue_cli import render
+from pgqueue_cli.runtime import (
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    Target,
+    app_modules,
+    configure_logging,
+    describe_dsn,
+    err,
+    fail,
+    import_apps,
+    job_count,
+    one_line,
+    parse_queues,
+    reports_errors,
+    set_debug,
+    target,
+)
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help text: what the README's CLI reference shows
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="pgqueue: a PostgreSQL-native job queue. Start with `pgqueue demo`.",
+)
+embedded_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="The embedded PostgreSQL used when no database is configured.")
+app.add_typer(embedded_app, name="embedded")
+
+logger = logging.getLogger("pgqueue.cli")
+
+# Options shared by the commands.
+Dsn = Annotated[str | None, typer.Option(
+    "--dsn", metavar="DSN",
+    help="PostgreSQL DSN (libpq URI or key=value). Default: [tool.pgqueue], PGQUEUE_DSN, DATABASE_URL, "
+         "else the embedded PostgreSQL.")]
+Debug = Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")]
+Connection = Annotated[str | None, typer.Argument(
+    metavar="CONNECTION", help="Named connection from [tool.pgqueue.connections] (default: the default one).",
+    show_default=False)]
+Apps = Annotated[list[str] | None, typer.Option(
+    "--app", metavar="MODULE",
+    help="Module that defines jobs, imported so they register (repeatable; also [tool.pgqueue] app).")]
+QueueFilter = Annotated[str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only this queue.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pgqueue {pgqueue.__version__}")
+        raise typer.Exit
 
 
 @app.callback()
-def _root() -> None:
-    """pgqueue: a PostgreSQL-native job queue."""
+def _root(
+    debug: Debug = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """pgqueue: a PostgreSQL-native job queue. Start with `pgqueue demo`."""
+    set_debug(debug)
+
+
+def _failure_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        fail(f"{text!r} is not a failure id (a UUID; list them with `pgqueue queue:failed`)", EXIT_CONFIG)
+
+
+# ------------------------------------------------------------------------ migrate
+@app.command("migrate")
+@reports_errors
+def migrate_command(
+    sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it.")] = False,
+    downgrade: Annotated[str | None, typer.Option(
+        "--downgrade", metavar="REV", help="Migrate down to REV instead (`base` removes pgqueue).")] = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Run pgqueue's migrations to the newest revision (no alembic.ini needed)."""
+    from pgqueue import migrate as migrations  # alembic is slow to import: only here
+
+    if sql:
+        text = migrations.downgrade_sql("head", downgrade) if downgrade else migrations.upgrade_sql()
+        typer.echo(text, nl=False)
+        return
+    found = target(dsn, need_schema=False)
+    if downgrade:
+        migrations.downgrade(found.dsn, downgrade)
+        typer.echo(f"pgqueue: {describe_dsn(found.dsn)} migrated down to {downgrade}")
+    else:
+        migrations.upgrade(found.dsn)
+        typer.echo(f"pgqueue: {describe_dsn(found.dsn)} is migrated to head ({_head()})")
+
+
+def _head() -> str:
+    from alembic.script import ScriptDirectory
+    from pgqueue import migrate as migrations
+
+    return ", ".join(ScriptDirectory.from_config(migrations.alembic_config()).get_heads())
+
+
+# --------------------------------------------------------------------- queue:work
+@app.command("queue:work")
+@reports_errors
+def queue_work(
+    connection: Connection = None,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", "-q", metavar="QUEUES",
+        help="Queues in priority order, comma-separated (default: the connection's queue).")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Handlers running at once.")] = 10,
+    stop_when_empty: Annotated[bool, typer.Option(
+        "--stop-when-empty", help="Exit once no job is ready (delayed jobs may remain).")] = False,
+    max_jobs: Annotated[int | None, typer.Option(
+        "--max-jobs", min=1, help="Exit after this many reservations (retries count).")] = None,
+    apps: Apps = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", help="Cap on every job's timeout, in seconds.")] = None,
+    retry_after: Annotated[float | None, typer.Option(
+        "--retry-after", help="Lease in seconds (default: the connection's retry_after).")] = None,
+    poll_interval: Annotated[float, typer.Option(
+        "--poll-interval", help="Longest idle sleep without a notification, in seconds.")] = 5.0,
+    drain_timeout: Annotated[float, typer.Option(
+        "--drain-timeout", help="On SIGINT/SIGTERM, how long running handlers may take to finish.")] = 30.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Run a worker: reserve jobs of the given queues and run their handlers until stopped."""
+    configure_logging(verbose)
+    for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
+        if value is not None and not value > 0:
+            fail(f"{what} must be > 0 seconds, got {value:g}", EXIT_CONFIG)
+    if drain_timeout < 0:
+        fail(f"--drain-timeout must be >= 0 seconds, got {drain_timeout:g}", EXIT_CONFIG)
+    queues = parse_queues(queue)
+    settings = pgqueue.load_settings(dsn=dsn)
+    modules = import_apps(app_modules(apps, settings))
+    if job_count() == 0:
+        fail("no jobs are registered, so every job would fail as `unknown_job`: pass the module that defines "
+             "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
+    found = target(dsn, connection, announce=False)
+    asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
+                      dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
+                           drain_timeout=drain_timeout)))
+
+
+async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
+                max_jobs: int | None, modules: list[str], options: dict[str, float | None]) -> None:
+    async with found.queue() as queue:
+        worker = await queue.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
+        worker.install_signal_handlers()
+        logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
+                    "%d jobs registered%s, lease %gs", found.connection.name, found.describe(),
+                    ",".join(worker.queues), concurrency, job_count(),
+                    f" (from {', '.join(modules)})" if modules else "", worker.lease)
+        started = time.monotonic()
+        processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
+        s = worker.stats
+        logger.info("pgqueue: worker stopped after %.1fs: %d reservations processed, %d succeeded, %d retried, "
+                    "%d failed, %d leases lost", time.monotonic() - started, processed, s.succeeded, s.retried,
+                    s.failed, s.lost)
+
+
+# ------------------------------------------------------------------- failed jobs
+@app.command("queue:failed")
+@reports_errors
+def queue_failed(
+    failure_id: Annotated[str | None, typer.Argument(
+        metavar="ID", help="Show this failure in full (traceback, args, envelope).", show_default=False)] = None,
+    queue: QueueFilter = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many, newest first.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """List failed jobs (newest first), or show one in full."""
+    wanted = _failure_id(failure_id) if failure_id is not None else None
+    found = target(dsn)
+    typer.echo(asyncio.run(_failed(found, wanted, queue, limit, as_json)))
+
+
+async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | None, limit: int, as_json: bool) -> str:
+    async with found.queue() as queue:
+        repo = await queue.failed(found.connection.name)
+        if wanted is not None:
+            failure = await repo.find(wanted)
+            if failure is None:
+                fail(f"no failed job with id {wanted} (list them with `pgqueue queue:failed`)")
+            return json.dumps(failure.to_data(), indent=2) if as_json else render.failed_detail(failure)
+        failures = await repo.all(queue=queue_name, limit=limit)
+        if as_json:
+            return json.dumps([f.to_data() for f in failures], indent=2)
+        text = render.failed_table(failures)
+        if len(failures) == limit:
+            total = await repo.count(queue_name)
+            if total > limit:
+                text += f"\n({limit} of {total} shown; use --limit to see more)"
+        return text
+
+
+@app.command("queue:retry")
+@reports_errors
+def queue_retry(
+    ids: Annotated[list[str], typer.Argument(metavar="ID|all", help="Failure ids, or `all`.")],
+    queue: Annotated[str | None, typer.Option(
+        "--queue", "-q", metavar="QUEUE", help="With `all`: only failures of this queue.")] = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Put failed jobs back on their queue (same job id and args, attempts reset)."""
+    retry_all = [i.lower() for i in ids] == ["all"]
+    if not retry_all and queue is not None:
+        fail("--queue only applies to `pgqueue queue:retry all`", EXIT_CONFIG)
+    wanted = [] if retry_all else [_failure_id(i) for i in ids]
+    found = target(dsn)
+    ok = asyncio.run(_retry(found, wanted, retry_all, queue))
+    if not ok:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+async def _retry(found: Target, wanted: list[uuid.UUID], retry_all: bool, queue_name: str | None) -> bool:
+    async with found.queue() as queue:
+        if retry_all:
+            count = await queue.retry_failed_all(queue_name, connection=found.connection.name)
+            where = f" of queue {queue_name!r}" if queue_name else ""
+            typer.echo(f"retried {count} failed job{'s' if count != 1 else ''}{where}")
+            return True
+        ok = True
+        for failure_id in wanted:
+            try:
+                job_id = await queue.retry_failed(failure_id, connection=found.connection.name)
+            except pgqueue.QueueRetryError as exc:
+                err(f"pgqueue: error: {one_line(exc)}")
+                ok = False
+                continue
+            typer.echo(f"retried failure {failure_id}: job {job_id} is queued again")
+        return ok
+
+
+@app.command("queue:forget")
+@reports_errors
+def queue_forget(
+    failure_id: Annotated[str, typer.Argument(metavar="ID", help="The failure id.")],
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Delete one failure record."""
+    wanted = _failure_id(failure_id)
+    found = target(dsn)
+
+    async def forget() -> bool:
+        async with found.queue() as queue:
+            return await (await queue.failed(found.connection.name)).forget(wanted)
+
+    if not asyncio.run(forget()):
+        fail(f"no failed job with id {wanted} (list them with `pgqueue queue:failed`)")
+    typer.echo(f"forgot failure {wanted}")
+
+
+@app.command("queue:flush")
+@reports_errors
+def queue_flush(queue: QueueFilter = None, dsn: Dsn = None, debug: Debug = False) -> None:
+    """Delete every failure record (of one queue, or all)."""
+    found = target(dsn)
+    count = asyncio.run(_flush(found, queue, None))
+    where = f" of queue {queue!r}" if queue else ""
+    typer.echo(f"deleted {count} failure record{'s' if count != 1 else ''}{where}")
+
+
+@app.command("queue:prune-failed")
+@reports_errors
+def queue_prune_failed(
+    hours: Annotated[float, typer.Option("--hours", help="Delete failure records older than this.")] = 24.0,
+    queue: QueueFilter = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Delete failure records older than --hours (default 24)."""
+    if not hours >= 0:
+        fail(f"--hours must be >= 0, got {hours:g}", EXIT_CONFIG)
+    found = target(dsn)
+    count = asyncio.run(_flush(found, queue, hours))
+    where = f" of queue {queue!r}" if queue else ""
+    typer.echo(f"deleted {count} failure record{'s' if count != 1 else ''}{where} older than {hours:g}h")
+
+
+async def _flush(found: Target, queue_name: str | None, hours: float | None) -> int:
+    async with found.queue() as queue:
+        repo = await queue.failed(found.connection.name)
+        return await repo.flush(queue=queue_name, older_than_hours=hours)
+
+
+# -------------------------------------------------------------- queue operations
+@app.command("queue:clear")
+@reports_errors
+def queue_clear(
+    connection: Connection = None,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", "-q", metavar="QUEUE", help="The queue to empty (default: the connection's queue).")] = None,
+    force: Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Remove every ready, delayed and reserved job of a queue (failure records stay)."""
+    found = target(dsn, connection)
+    name = queue or found.connection.queue
+    if not force and sys.stdin.isatty():
+        typer.confirm(f"Remove every ready, delayed and reserved job of queue {name!r} on "
+                      f"{describe_dsn(found.dsn)}? Handlers running jobs of that queue will lose their leases",
+                      abort=True, err=True)
+    reserved, removed = asyncio.run(_clear(found, name))
+    typer.echo(f"removed {removed} job{'s' if removed != 1 else ''} from queue {name!r}")
+    if reserved:
+        err(f"pgqueue: warning: {reserved} of them were reserved: the handlers running them lost their leases "
+            "(their acks and retries will be refused)")
+
+
+async def _clear(found: Target, name: str) -> tuple[int, int]:
+    async with found.queue() as queue:
+        before = {s.queue: s for s in await queue.stats(found.connection.name)}
+        removed = await queue.clear(name, connection=found.connection.name)
+    stats = before.get(name)
+    return (stats.reserved + stats.expired if stats else 0), removed
+
+
+@app.command("queue:status")
+@reports_errors
+def queue_status(
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted.")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Per queue: ready, delayed, reserved, expired leases, failed, age of the oldest ready job."""
+    if not interval > 0:
+        fail(f"--interval must be > 0 seconds, got {interval:g}", EXIT_CONFIG)
+    found = target(dsn)
+    try:
+        asyncio.run(_status(found, watch, interval))
+    except KeyboardInterrupt:
+        if not watch:
+            raise
+
+
+async def _status(found: Target, watch: bool, interval: float) -> None:
+    tty = sys.stdout.isatty()
+    async with found.queue() as queue:
+        while True:
+            text = await render.status(queue, found.connection.name)
+            if watch:
+                if tty:
+                    typer.echo("\x1b[2J\x1b[H", nl=False)
+                typer.echo(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {describe_dsn(found.dsn)}  (every {interval:g}s)")
+            typer.echo(text)
+            if not watch:
+                return
+            sys.stdout.flush()
+            await asyncio.sleep(interval)
+
+
+@app.command("queue:dispatch")
+@reports_errors
+def queue_dispatch(
+    job_name: Annotated[str, typer.Argument(
+        metavar="JOB", help="The registered job name, e.g. myapp.jobs:SendReport.")],
+    args: Annotated[str, typer.Option("--args", metavar="JSON", help="The job's args as a JSON object.")] = "{}",
+    delay: Annotated[float, typer.Option("--delay", help="Seconds before the job becomes available.")] = 0.0,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", "-q", metavar="QUEUE", help="Queue (default: the job's, else the connection's).")] = None,
+    priority: Annotated[int | None, typer.Option(
+        "--priority", help="Priority within the queue (higher first).")] = None,
+    connection: Annotated[str | None, typer.Option(
+        "--connection", metavar="NAME", help="Named connection (default: the job's, else the default one).")] = None,
+    apps: Apps = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Dispatch one job by its registered name (ad-hoc jobs, testing)."""
+    settings = pgqueue.load_settings(dsn=dsn)
+    import_apps(app_modules(apps, settings))
+    job_type = lookup(job_name)
+    if job_type is None:
+        known = sorted(pgqueue.registered_jobs())
+        close = difflib.get_close_matches(job_name, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        listing = f" (registered: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''})" if known else \
+            " (no jobs are registered: pass the module that defines it with --app)"
+        fail(f"unknown job {job_name!r}{hint}{listing}", EXIT_CONFIG)
+    try:
+        values = json.loads(args)
+    except json.JSONDecodeError as exc:
+        fail(f"--args is not valid JSON: {exc}", EXIT_CONFIG)
+    if not isinstance(values, dict):
+        fail(f"--args must be a JSON object of the job's fields, got {type(values).__name__}", EXIT_CONFIG)
+    try:
+        instance = job_type(**values)
+    except TypeError as exc:
+        fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
+    found = target(dsn, connection or job_type.connection)
+
+    async def push() -> tuple[uuid.UUID, str]:
+        async with found.queue() as q:
+            envelope, _ = q.envelope(instance, queue=queue, priority=priority, connection=found.connection.name)
+            job_id = await q.push(instance, delay=delay, queue=queue, priority=priority,
+                                  connection=found.connection.name)
+            return job_id, envelope.queue
+
+    job_id, queue_name = asyncio.run(push())
+    when = f", available in {delay:g}s" if delay else ""
+    typer.echo(f"dispatched {job_name} as job {job_id} to queue {queue_name!r}{when}")
+
+
+# ------------------------------------------------------------------------ embedded
+@embedded_app.command("status")
+@reports_errors
+def embedded_status(debug: Debug = False) -> None:
+    """Whether the embedded server runs, where its data lives, its DSN. Exit 3 if it is not running."""
+    server = EmbeddedPostgres()
+    pid = server.pid()
+    if pid is None:
+        typer.echo(f"embedded PostgreSQL: not running (data in {server.data_dir})")
+        raise typer.Exit(3)
+    typer.echo(f"embedded PostgreSQL: running (pid {pid}), data in {server.data_dir}\ndsn: {server.dsn()}")
+
+
+@embedded_app.command("start")
+@reports_errors
+def embedded_start(debug: Debug = False) -> None:
+    """Start the embedded server (initialising and migrating it on first use); prints its DSN."""
+    from pgqueue import migrate as migrations
+
+    server = EmbeddedPostgres()
+    dsn = server.start()
+    migrations.upgrade(dsn)
+    err(f"pgqueue: embedded PostgreSQL running (pid {server.pid()}), data in {server.data_dir}")
+    typer.echo(dsn)
+
+
+@embedded_app.command("stop")
+@reports_errors
+def embedded_stop(debug: Debug = False) -> None:
+    """Stop the embedded server (its data stays)."""
+    server = EmbeddedPostgres()
+    pid = server.pid()
+    if pid is None:
+        typer.echo(f"embedded PostgreSQL: not running (data in {server.data_dir})")
+        return
+    server.stop()
+    typer.echo(f"embedded PostgreSQL: stopped (pid {pid}); data kept in {server.data_dir}")
+
+
+# ---------------------------------------------------------------------------- demo
+@app.command("demo")
+@reports_errors
+def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
+    """The quickstart: dispatch a mixed workload, run a worker until it is done, show the results."""
+    from pgqueue_cli.demo import run_demo
+
+    found = target(dsn)
+    if not asyncio.run(run_demo(found)):
+        raise typer.Exit(EXIT_FAILURE)
 
 
 def main() -> None:
     """Run the CLI."""
-    app()
+    app(prog_name="pgqueue")

@@ -1,0 +1,274 @@
+"""What every command shares: choosing the database, reporting errors, logging, loading job modules."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import NoReturn, ParamSpec, TypeVar
+
+import psycopg
+import typer
+from pgqueue import load_settings, registered_jobs
+from pgqueue.config import ConnectionConfig, Settings, resolve_dsn
+from pgqueue.embedded import EmbeddedPostgres, default_data_dir
+from pgqueue.errors import QueueConfigurationError, QueueError
+from pgqueue.queue import Queue
+from pgqueue.resources import query
+from pgqueue.storage import NOT_MIGRATED
+from psycopg.conninfo import conninfo_to_dict
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Exit codes: 0 success, 1 the operation failed (database, unknown id, refused retry),
+# 2 bad usage or configuration (click uses 2 for usage errors too), 130 interrupted.
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """An error the CLI reports as one line, with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_debug = False
+
+
+def set_debug(value: bool) -> None:
+    """Show tracebacks for errors (``--debug``, or ``PGQUEUE_DEBUG=1``)."""
+    global _debug  # noqa: PLW0603
+    _debug = _debug or value
+
+
+def debugging() -> bool:
+    """Whether ``--debug`` is on."""
+    return _debug or os.environ.get("PGQUEUE_DEBUG", "") not in ("", "0")
+
+
+def err(message: str) -> None:
+    """One line on stderr."""
+    typer.echo(message, err=True)
+
+
+def one_line(text: object) -> str:
+    """A message folded onto one line."""
+    return " ".join(str(text).split())
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    """Report an error and exit."""
+    raise CliError(message, code)
+
+
+def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
+    """Turn pgqueue, psycopg and CLI errors into one line on stderr and a non-zero exit code.
+
+    With ``--debug`` the traceback is printed as well.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if kwargs.get("debug"):
+            set_debug(True)
+        try:
+            return function(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            err("pgqueue: interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:
+            if debugging():
+                traceback.print_exc(file=sys.stderr)
+            code, message = _describe(exc)
+            err(f"pgqueue: error: {one_line(message)}")
+            raise typer.Exit(code) from None
+
+    return wrapper
+
+
+def _describe(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, CliError):
+        return exc.code, str(exc)
+    if isinstance(exc, QueueConfigurationError):
+        return EXIT_CONFIG, f"configuration: {exc}"
+    if isinstance(exc, QueueError):
+        return EXIT_FAILURE, str(exc)
+    if isinstance(exc, psycopg.Error):
+        return EXIT_FAILURE, f"database: {exc}"
+    return EXIT_FAILURE, f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
+
+
+# ------------------------------------------------------------------ the database
+def describe_dsn(dsn: str) -> str:
+    """``user@host:port/dbname`` for a DSN, never showing its password."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparseable DSN>"
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    port = params.get("port") or "5432"
+    user = params.get("user")
+    dbname = params.get("dbname") or user or "?"
+    who = f"{user}@" if user else ""
+    return f"{who}{host}:{port}/{dbname}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The database a command works on, and where that choice came from."""
+
+    settings: Settings
+    connection: ConnectionConfig
+    dsn: str
+    source: str
+    embedded: bool
+
+    def describe(self) -> str:
+        """One line: which database, from where (never the password)."""
+        if self.embedded:
+            return (f"the embedded PostgreSQL 18 (data in {default_data_dir()}; "
+                    "stop it with `pgqueue embedded stop`)")
+        return f"{describe_dsn(self.dsn)} (from {self.source})"
+
+    def queue(self) -> Queue:
+        """A :class:`Queue` bound to this database."""
+        return Queue(settings=self.settings, pool_size=4)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a DSN libpq cannot parse, naming it (without its password)."""
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        fail(f"invalid --dsn: {one_line(exc)} (expected a libpq URI such as "
+             "postgresql://user:password@host:5432/dbname, or key=value pairs)", EXIT_CONFIG)
+
+
+def _source(dsn_arg: str | None, settings: Settings, config: ConnectionConfig) -> str:
+    if dsn_arg:
+        return "--dsn"
+    try:
+        bare = load_settings(environ={}).connections.get(config.name)
+    except QueueError:
+        bare = None
+    if bare is not None and bare.dsn == config.dsn:
+        return f"[tool.pgqueue] in {settings.source}"
+    return "PGQUEUE_DSN" if os.environ.get("PGQUEUE_DSN") else "DATABASE_URL"
+
+
+def _with_dsn(settings: Settings, dsn: str) -> Settings:
+    """Fill ``dsn`` into every database connection that has none."""
+    connections = {
+        name: replace(conn, dsn=dsn) if conn.driver == "database" and not conn.dsn else conn
+        for name, conn in settings.connections.items()
+    }
+    return replace(settings, connections=connections)
+
+
+def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: bool = True,
+           announce: bool = True) -> Target:
+    """Choose the database: ``--dsn``, else configuration/environment, else the embedded server.
+
+    Connects once to check the server answers (and, with ``need_schema``, that it is
+    migrated), and says on stderr which database it is.
+    """
+    if dsn_arg is not None:
+        check_dsn(dsn_arg)
+    settings = load_settings(dsn=dsn_arg)
+    config = settings.connection(connection)
+    if config.driver != "database":
+        fail(f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs inline at "
+             "dispatch and has no database; use a database connection", EXIT_CONFIG)
+    if config.dsn:
+        check_dsn(config.dsn)
+        found = Target(settings, config, config.dsn, _source(dsn_arg, settings, config), embedded=False)
+    else:
+        # resolve_dsn starts and migrates the embedded server; `pgqueue migrate` only starts it.
+        dsn = resolve_dsn(settings, announce=False) if need_schema else EmbeddedPostgres().start()
+        settings = _with_dsn(settings, dsn)
+        found = Target(settings, settings.connection(config.name), dsn, "embedded", embedded=True)
+    if announce:
+        err(f"pgqueue: using {found.describe()}")
+    preflight(found, need_schema=need_schema)
+    return found
+
+
+def preflight(found: Target, *, need_schema: bool) -> None:
+    """Fail with one clear line if the server is unreachable or not migrated."""
+    try:
+        with psycopg.connect(found.dsn, connect_timeout=10, autocommit=True) as conn:
+            if need_schema:
+                row = conn.execute(query("schema_check")).fetchone()
+                if not row or not row[0]:
+                    fail(f"{describe_dsn(found.dsn)}: {NOT_MIGRATED}")
+    except psycopg.OperationalError as exc:
+        fail(f"cannot connect to {describe_dsn(found.dsn)}: {one_line(exc)}")
+
+
+# --------------------------------------------------------------------- job modules
+def import_apps(modules: Iterable[str]) -> list[str]:
+    """Import the modules that define jobs (``--app`` / ``[tool.pgqueue] app``); returns their names.
+
+    The working directory is put on ``sys.path`` first, as ``python -m`` would, so
+    ``--app myapp.jobs`` finds the application's package.
+    """
+    names = list(dict.fromkeys(m.strip() for m in modules if m and m.strip()))
+    cwd = os.getcwd()
+    if names and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            if debugging():
+                traceback.print_exc(file=sys.stderr)
+            fail(f"cannot import job module {name!r} (--app): {type(exc).__name__}: {one_line(exc)}", EXIT_CONFIG)
+    return names
+
+
+def app_modules(options: list[str] | None, settings: Settings) -> list[str]:
+    """The job modules to import: ``--app`` options (comma lists allowed) and ``[tool.pgqueue] app``."""
+    found: list[str] = []
+    for item in [*(options or []), *settings.app]:
+        found.extend(part for part in item.split(",") if part.strip())
+    return found
+
+
+def job_count() -> int:
+    """How many job types are registered in this process."""
+    return len(registered_jobs())
+
+
+def configure_logging(verbose: bool = False, handler: logging.Handler | None = None) -> None:
+    """pgqueue's log lines on stderr: failures and retries always, every job with ``-v``."""
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    root = logging.getLogger("pgqueue")
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    logging.getLogger("pgqueue.worker").setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def parse_queues(text: str | None) -> list[str] | None:
+    """``high,default`` -> ``["high", "default"]`` (None when not given)."""
+    if text is None:
+        return None
+    queues = [q.strip() for q in text.split(",") if q.strip()]
+    if not queues:
+        fail(f"--queue: expected queue names separated by commas, got {text!r}", EXIT_CONFIG)
+    return queues

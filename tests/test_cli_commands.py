@@ -1,0 +1,261 @@
+"""The ``pgqueue`` command in a subprocess against a real database: each command, its errors, its exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.cli_support import cli_env, command, enqueue, one_error_line, pgqueue, record_failure
+
+Conn = psycopg.Connection[Any]
+
+COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forget", "queue:flush",
+            "queue:prune-failed", "queue:clear", "queue:status", "queue:dispatch", "demo", "embedded"]
+
+
+def test_help_lists_every_command(tmp_path: Path) -> None:
+    result = pgqueue("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for name in COMMANDS:
+        assert f"  {name} " in result.stdout, name
+    unknown = pgqueue("queue:nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "No such command" in unknown.stderr
+
+
+def test_migrate_sql_needs_no_database(tmp_path: Path) -> None:
+    up = pgqueue("migrate", "--sql", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert "create table pgqueue.jobs" in up.stdout
+    assert "create or replace function pgqueue.reserve" in up.stdout
+    down = pgqueue("migrate", "--sql", "--downgrade", "base", cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert "drop schema" in down.stdout.lower()
+    assert up.stderr == "" and down.stderr == ""  # no database was chosen or named
+
+
+def test_migrate_round_trip_and_not_migrated_error(empty_dsn: str, tmp_path: Path) -> None:
+    before = pgqueue("queue:status", "--dsn", empty_dsn, cwd=tmp_path)
+    assert before.returncode == 1
+    assert "run `pgqueue migrate`" in one_error_line(before.stderr)
+
+    up = pgqueue("migrate", "--dsn", empty_dsn, cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert "migrated to head" in up.stdout
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("select count(*) from pgqueue.queue_stats").fetchone() == (0,)
+
+    down = pgqueue("migrate", "--downgrade", "base", "--dsn", empty_dsn, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("select to_regnamespace('pgqueue')").fetchone() == (None,)
+
+    bad_revision = pgqueue("migrate", "--downgrade", "no_such_revision", "--dsn", empty_dsn, cwd=tmp_path)
+    assert bad_revision.returncode == 1
+    assert "no_such_revision" in one_error_line(bad_revision.stderr)
+
+
+def test_database_is_named_once_without_its_password(dsn: str, tmp_path: Path) -> None:
+    result = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("pgqueue: using ")]
+    assert len(lines) == 1 and lines[0].endswith("(from --dsn)"), result.stderr
+
+    from_env = pgqueue("queue:status", cwd=tmp_path, env={"PGQUEUE_DSN": dsn})
+    assert from_env.returncode == 0, from_env.stderr
+    assert "(from PGQUEUE_DSN)" in from_env.stderr
+
+    (tmp_path / "pyproject.toml").write_text(f'[tool.pgqueue.connections.database]\ndsn = "{dsn}"\n')
+    from_config = pgqueue("queue:status", cwd=tmp_path)
+    assert from_config.returncode == 0, from_config.stderr
+    assert "(from [tool.pgqueue] in " in from_config.stderr
+
+
+def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> None:
+    bad = pgqueue("queue:failed", "--dsn", "not a dsn", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "invalid --dsn" in one_error_line(bad.stderr)
+
+    unreachable = pgqueue("queue:status", "--dsn", "postgresql://someone:s3cr3t@127.0.0.1:1/x", cwd=tmp_path)
+    assert unreachable.returncode == 1
+    assert "cannot connect to someone@127.0.0.1:1/x" in one_error_line(unreachable.stderr)
+    assert "s3cr3t" not in unreachable.stderr + unreachable.stdout
+
+    debug = pgqueue("queue:status", "--debug", "--dsn", "postgresql://postgres@127.0.0.1:1/x", cwd=tmp_path)
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+
+    unknown_connection = pgqueue("queue:clear", "reports", "--force", "--dsn", "dbname=x", cwd=tmp_path)
+    assert unknown_connection.returncode == 2
+    assert "unknown connection 'reports'" in one_error_line(unknown_connection.stderr)
+
+
+def test_failed_lists_shows_and_exports(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    first, job_id = record_failure(conn, "mail", name="app:SendMail", args={"to": "ada@example.com"},
+                                   message="smtp down")
+    record_failure(conn, "reports", name="app:Report", message="disk full")
+
+    listing = pgqueue("queue:failed", "--dsn", dsn, cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split() == ["ID", "JOB", "QUEUE", "ATTEMPTS", "REASON", "EXCEPTION", "FAILED", "AT"]
+    assert len(rows) == 2
+    assert any(first in row and "app:SendMail" in row and "RuntimeError: smtp down" in row for row in rows)
+
+    only_mail = pgqueue("queue:failed", "--queue", "mail", "--json", "--dsn", dsn, cwd=tmp_path)
+    data = json.loads(only_mail.stdout)
+    assert [(d["id"], d["job_id"], d["args"]) for d in data] == [(first, job_id, {"to": "ada@example.com"})]
+
+    limited = pgqueue("queue:failed", "--limit", "1", "--dsn", dsn, cwd=tmp_path)
+    assert "(1 of 2 shown; use --limit to see more)" in limited.stdout
+
+    detail = pgqueue("queue:failed", first, "--dsn", dsn, cwd=tmp_path)
+    assert detail.returncode == 0, detail.stderr
+    assert f"failure id:  {first}" in detail.stdout
+    assert "Traceback (most recent call last):" in detail.stdout
+    assert '"to": "ada@example.com"' in detail.stdout
+
+    as_json = json.loads(pgqueue("queue:failed", first, "--json", "--dsn", dsn, cwd=tmp_path).stdout)
+    assert as_json["message"] == "smtp down" and as_json["reason"] == "exception"
+
+
+def test_failed_unknown_or_malformed_id(dsn: str, tmp_path: Path) -> None:
+    unknown = pgqueue("queue:failed", "7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5", "--dsn", dsn, cwd=tmp_path)
+    assert unknown.returncode == 1
+    assert "no failed job with id 7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5" in one_error_line(unknown.stderr)
+    malformed = pgqueue("queue:forget", "42", "--dsn", dsn, cwd=tmp_path)
+    assert malformed.returncode == 2
+    assert "'42' is not a failure id" in one_error_line(malformed.stderr)
+
+
+def test_retry_forget_flush_prune(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    one, one_job = record_failure(conn, "mail")
+    two, _ = record_failure(conn, "mail")
+    three, _ = record_failure(conn, "reports")
+    four, _ = record_failure(conn, "reports")
+    unknown = "7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5"
+
+    # One known id and one unknown: the known one is retried, the exit code says one failed.
+    retried = pgqueue("queue:retry", one, unknown, "--dsn", dsn, cwd=tmp_path)
+    assert retried.returncode == 1
+    assert f"retried failure {one}: job {one_job} is queued again" in retried.stdout
+    assert unknown in one_error_line(retried.stderr)
+    assert conn.execute("select attempts from pgqueue.jobs where id = %s", (one_job,)).fetchone() == (0,)
+
+    wrong = pgqueue("queue:retry", two, "--queue", "mail", "--dsn", dsn, cwd=tmp_path)
+    assert wrong.returncode == 2 and "--queue only applies" in one_error_line(wrong.stderr)
+
+    retry_mail = pgqueue("queue:retry", "all", "--queue", "mail", "--dsn", dsn, cwd=tmp_path)
+    assert retry_mail.returncode == 0 and "retried 1 failed job of queue 'mail'" in retry_mail.stdout
+
+    forgot = pgqueue("queue:forget", three, "--dsn", dsn, cwd=tmp_path)
+    assert forgot.returncode == 0 and f"forgot failure {three}" in forgot.stdout
+    again = pgqueue("queue:forget", three, "--dsn", dsn, cwd=tmp_path)
+    assert again.returncode == 1 and "no failed job" in one_error_line(again.stderr)
+
+    record_failure(conn, "mail")
+    conn.execute("update pgqueue.failed_jobs set failed_at = now() - interval '30 hours' where id = %s", (four,))
+    pruned = pgqueue("queue:prune-failed", "--hours", "24", "--dsn", dsn, cwd=tmp_path)
+    assert pruned.returncode == 0 and "deleted 1 failure record older than 24h" in pruned.stdout
+    assert pgqueue("queue:prune-failed", "--hours", "-1", "--dsn", dsn, cwd=tmp_path).returncode == 2
+
+    flushed = pgqueue("queue:flush", "--dsn", dsn, cwd=tmp_path)
+    assert flushed.returncode == 0 and "deleted 1 failure record" in flushed.stdout
+    assert conn.execute("select count(*) from pgqueue.failed_jobs").fetchone() == (0,)
+
+
+def test_clear_removes_one_queue_and_warns_about_leases(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    for delay in (0, 0, 60):
+        enqueue(conn, "reports", delay=delay)
+    enqueue(conn, "default")
+    enqueue(conn, "mail")
+    conn.execute("select * from pgqueue.reserve(array['reports'], 1, 60)")
+
+    cleared = pgqueue("queue:clear", "--queue", "reports", "--force", "--dsn", dsn, cwd=tmp_path)
+    assert cleared.returncode == 0, cleared.stderr
+    assert "removed 3 jobs from queue 'reports'" in cleared.stdout
+    assert "1 of them were reserved: the handlers running them lost their leases" in cleared.stderr
+
+    # Without --queue: the connection's configured queue ("default"), not every queue.
+    default = pgqueue("queue:clear", "--force", "--dsn", dsn, cwd=tmp_path)
+    assert "removed 1 job from queue 'default'" in default.stdout
+    queues = conn.execute("select queue from pgqueue.jobs").fetchall()
+    assert queues == [("mail",)]
+
+
+def test_clear_asks_on_a_terminal(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    enqueue(conn, "reports")
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, b"n\n")
+        refused = pgqueue("queue:clear", "--queue", "reports", "--dsn", dsn, cwd=tmp_path, stdin=follower)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert refused.returncode == 1
+    assert "Remove every ready, delayed and reserved job of queue 'reports'" in refused.stderr
+    assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
+
+
+def test_status_counts_and_watch(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    enqueue(conn, "mail")
+    enqueue(conn, "mail")
+    enqueue(conn, "mail", delay=60)
+    conn.execute("select * from pgqueue.reserve(array['mail'], 1, 60)")
+    record_failure(conn, "reports")
+
+    status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in status.stdout.splitlines()[1:3]}
+    assert rows["mail"][:5] == ["1", "1", "1", "0", "0"]
+    assert rows["reports"][:5] == ["0", "0", "0", "0", "1"]
+    assert "workers listening: 0" in status.stdout
+
+    # --watch refreshes until interrupted, and an interrupt is a clean exit.
+    watch = subprocess.Popen([*command(), "queue:status", "--watch", "--interval", "0.2", "--dsn", dsn],
+                             cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watch.stdout is not None
+        seen = [watch.stdout.readline() for _ in range(8)]
+        assert sum(line.startswith("QUEUE") for line in seen) >= 1, seen
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=30) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+
+
+def test_dispatch_by_name(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    app = ("--app", "tests.cli_jobs", "--dsn", dsn)
+    sent = pgqueue("queue:dispatch", "cli:broken", "--args", '{"reason": "x"}', "--delay", "30",
+                   "--queue", "other", "--priority", "3", *app, cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    assert "to queue 'other', available in 30s" in sent.stdout
+    job_id = sent.stdout.split(" as job ")[1].split()[0]
+    row = conn.execute("select queue, priority, envelope, available_at > now() + interval '20 seconds' "
+                       "from pgqueue.jobs where id = %s", (job_id,)).fetchone()
+    assert row is not None
+    queue, priority, envelope, later = row
+    assert (queue, priority, envelope["name"], envelope["args"], later) == ("other", 3, "cli:broken", {"reason": "x"},
+                                                                              True)
+
+    unknown = pgqueue("queue:dispatch", "cli:quik", *app, cwd=tmp_path)
+    assert unknown.returncode == 2
+    line = one_error_line(unknown.stderr)
+    assert "unknown job 'cli:quik'" in line and "did you mean cli:quick" in line
+
+    no_app = pgqueue("queue:dispatch", "cli:quick", "--dsn", dsn, cwd=tmp_path)
+    assert no_app.returncode == 2 and "no jobs are registered" in one_error_line(no_app.stderr)
+
+    bad_json = pgqueue("queue:dispatch", "cli:quick", "--args", "{oops", *app, cwd=tmp_path)
+    assert bad_json.returncode == 2 and "--args is not valid JSON" in one_error_line(bad_json.stderr)
+    misfit = pgqueue("queue:dispatch", "cli:quick", "--args", '{"nope": 1}', *app, cwd=tmp_path)
+    assert misfit.returncode == 2 and "--args do not fit job 'cli:quick'" in one_error_line(misfit.stderr)
+    assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
