@@ -162,7 +162,10 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
         )
     values: dict[str, Any] = dict(table)
     if "backoff" in values:
-        values["backoff"] = Backoff.coerce(values["backoff"])
+        try:
+            values["backoff"] = Backoff.coerce(values["backoff"])
+        except QueueConfigurationError as exc:
+            raise QueueConfigurationError(f"connection {name!r}: {exc}") from None
     values.setdefault("driver", "sync" if name == "sync" else "database")
     return ConnectionConfig(name=name, **values)
 
@@ -195,12 +198,15 @@ def load_settings(pyproject: Path | None = None, *, dsn: str | None = None,
     for name, conn_table in dict(table.get("connections", {})).items():
         connections[name] = _connection_from_table(name, conn_table)
     env_dsn = env.get("PGQUEUE_DSN") or env.get("DATABASE_URL")
+    default = str(table.get("default", "database"))
     chosen = dsn or env_dsn
     if chosen:
         for name, conn in connections.items():
-            if conn.driver == "database" and (dsn or not conn.dsn):
+            # An explicit DSN replaces every database DSN. The environment outranks the file for
+            # the default connection's DSN and fills in the others that have none; a named
+            # connection with a DSN of its own in the file keeps it.
+            if conn.driver == "database" and (dsn or not conn.dsn or name == default):
                 connections[name] = replace(conn, dsn=chosen)
-    default = str(table.get("default", "database"))
     app = table.get("app", ())
     if isinstance(app, str):
         app = (app,)

@@ -61,10 +61,13 @@ class Job:
     timeout: ClassVar[float | None] = None
     backoff: ClassVar[float | Sequence[float] | Backoff | None] = None
     priority: ClassVar[int] = 0
+    # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
+    _arg_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, *, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(cls, kw_only=True)
+        cls._arg_names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
         if "name" not in cls.__dict__:
             cls.name = f"{cls.__module__}:{cls.__qualname__}"
         if not isinstance(cls.name, str) or not cls.name:
@@ -90,7 +93,7 @@ class Job:
 
     def args(self) -> dict[str, Any]:
         """The job's fields as a dict: what is stored as the envelope's args."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {name: getattr(self, name) for name in self._arg_names}
 
     async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
                        priority: int | None = None, connection: str | None = None,

@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.config import ConnectionConfig, Settings, load_settings, resolve_dsn
 from pgqueue.context import JobContext, describe
 from pgqueue.dispatch import execute_on, execute_on_sync
-from pgqueue.envelope import Envelope
+from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job
@@ -169,63 +169,91 @@ class Queue:
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
-            asyncio.run(self._run_inline(job, envelope, delay))
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise QueueDispatchError(
+                    f"job {envelope.name!r}: push_sync() to the sync connection {config.name!r} runs the job "
+                    "in a loop of its own and cannot do so inside a running event loop; use `await push()`"
+                )
+            # A loop of its own for this call: nothing that outlives it (the queue's pool) may be used.
+            asyncio.run(self._run_inline(job, envelope, delay, own_loop=True))
             return envelope.id
         text = envelope.encode(config.max_payload_bytes)
         with storage_errors(f"dispatching job {envelope.name!r}"):
             execute_on_sync(conn, query("enqueue"), (text, delay))
         return envelope.id
 
-    async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Sequence[float] = 0.0,
+    async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
                         queue: str | None = None, connection: str | None = None) -> list[uuid.UUID]:
         """Enqueue many jobs in one round trip; returns their ids in order.
 
-        ``delay`` is one delay for all, or one per job. All jobs go to database connections;
-        with ``conn`` they join the caller's transaction.
+        ``delay`` is one delay for all, or one per job. All jobs go to database connections of
+        one database; with ``conn`` they join the caller's transaction. Every job is validated
+        as :meth:`push` does before anything is stored: one bad job stores none.
         """
-        envelopes: list[Envelope] = []
-        configs: list[ConnectionConfig] = []
-        for job in jobs:
-            envelope, config = self.envelope(job, queue=queue, connection=connection)
-            if config.driver == "sync":
-                raise QueueDispatchError(
-                    f"push_many cannot send job {envelope.name!r} to the sync connection {config.name!r}; "
-                    "dispatch sync jobs one by one"
-                )
-            envelopes.append(envelope)
-            configs.append(config)
-        if not envelopes:
+        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        if not encoded.ids:
             return []
-        dsns = {c.dsn for c in configs}
-        if len(dsns) > 1:
-            raise QueueDispatchError("push_many: all jobs must go to connections of the same database")
-        if isinstance(delay, int | float):
-            one = _check_delay(delay, envelopes[0].name)
-            delays: list[float] | None = None if one == 0 else [one] * len(envelopes)
-        else:
-            delays = [_check_delay(d, e.name) for d, e in zip(delay, envelopes, strict=False)]
-            if len(delays) != len(envelopes):
-                raise QueueDispatchError(f"push_many: {len(envelopes)} jobs but {len(list(delay))} delays")
-        limit = configs[0].max_payload_bytes
-        parts = [e.encode(limit) for e in envelopes]
-        text = "[" + ",".join(parts) + "]"
-        with storage_errors(f"dispatching {len(envelopes)} jobs"):
+        delays = self._delays(delay, encoded.names)
+        with storage_errors(f"dispatching {len(encoded.ids)} jobs"):
             if conn is not None:
-                await execute_on(conn, query("enqueue_many"), (text, delays))
+                await execute_on(conn, query("enqueue_many"), (encoded.text, delays))
             else:
-                pool = await self._pool(configs[0])
+                pool = await self._pool(encoded.connections[0])
                 async with pool.connection() as own:
-                    await own.execute(query("enqueue_many"), (text, delays))
-        return [e.id for e in envelopes]
+                    await own.execute(query("enqueue_many"), (encoded.text, delays))
+        return encoded.ids
 
-    async def _run_inline(self, job: Job, envelope: Envelope, delay: float) -> None:
+    def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
+                    connection: str | None = None) -> EncodedJobs:
+        """Fix, validate and encode the envelopes of :meth:`push_many` (nothing is stored)."""
+        settings = self.settings
+        resolved: dict[str | None, ConnectionConfig] = {}
+
+        def connection_of(job: Job) -> ConnectionConfig:
+            if not isinstance(job, Job):
+                raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
+            name = connection or type(job).connection
+            config = resolved.get(name)
+            if config is None:
+                config = resolved[name] = settings.connection(name)
+                if config.driver == "sync":
+                    raise QueueDispatchError(
+                        f"push_many cannot send job {type(job).name!r} to the sync connection {config.name!r}; "
+                        "dispatch sync jobs one by one"
+                    )
+                if len({c.dsn for c in resolved.values()}) > 1:
+                    raise QueueDispatchError("push_many: all jobs must go to connections of the same database")
+            return config
+
+        return encode_many(jobs, connection_of, queue=queue)
+
+    @staticmethod
+    def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:
+        """None when every job is ready now (the common case: no array to send), else one per job."""
+        if isinstance(delay, int | float) and not isinstance(delay, bool):
+            one = _check_delay(delay, names[0])
+            return None if one == 0 else [one] * len(names)
+        if isinstance(delay, str | bytes | bool) or not isinstance(delay, Iterable):
+            raise QueueConfigurationError(
+                f"push_many: delay must be a number of seconds or one per job, got {type(delay).__name__} {delay!r}"
+            )
+        delays = list(delay)
+        if len(delays) != len(names):
+            raise QueueDispatchError(f"push_many: {len(names)} jobs but {len(delays)} delays")
+        return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
+
+    async def _run_inline(self, job: Job, envelope: Envelope, delay: float, *, own_loop: bool = False) -> None:
         """The sync driver: one attempt, now, in the caller's task; errors propagate."""
         if delay:
             raise QueueDispatchError(
                 f"job {envelope.name!r}: the sync connection {envelope.connection!r} runs jobs at dispatch "
                 "and cannot delay them; dispatch to a database connection instead"
             )
-        settler = _InlineSettler(self, envelope)
+        settler = _InlineSettler(self, envelope, own_loop=own_loop)
         context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
                              connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
         # Round-trip the args through JSON so a job behaves as it would after a real queue.
@@ -308,9 +336,10 @@ class Queue:
 class _InlineSettler:
     """Decisions of a job run by the sync driver: there is no reservation to settle."""
 
-    def __init__(self, queue: Queue, envelope: Envelope) -> None:
+    def __init__(self, queue: Queue, envelope: Envelope, *, own_loop: bool = False) -> None:
         self._queue = queue
         self._envelope = envelope
+        self._own_loop = own_loop
 
     async def delete(self, job_id: uuid.UUID, token: int) -> bool:
         return True
@@ -334,13 +363,18 @@ class _InlineSettler:
         await self._store(exception, message, trace, reason)
 
     async def _store(self, exception: str | None, message: str, trace: str | None, reason: str) -> None:
-        if self._queue.settings.database_dsn() is None:
+        dsn = self._queue.settings.database_dsn()
+        if dsn is None:
             return
+        params = (json.dumps(self._envelope.to_data()), 1, exception, message, trace, reason)
         try:
+            if self._own_loop:
+                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                    await conn.execute(query("record_failure"), params)
+                return
             pool = await self._queue._pool(self._queue.settings.connection("database"))
             async with pool.connection() as conn:
-                await conn.execute(query("record_failure"),
-                                   (json.dumps(self._envelope.to_data()), 1, exception, message, trace, reason))
+                await conn.execute(query("record_failure"), params)
         except (psycopg.Error, QueueStorageError) as exc:
             logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
                          self._envelope.id, self._envelope.name, exc)
