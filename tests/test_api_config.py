@@ -1,0 +1,292 @@
+"""Configuration ([tool.pgqueue], environment, arguments) and the error hierarchy (issue 3)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pgqueue
+import pytest
+from pgqueue import (
+    Backoff,
+    Job,
+    JobContext,
+    Queue,
+    QueueConfigurationError,
+    QueueDispatchError,
+    QueueError,
+    QueueLeaseError,
+    QueuePayloadError,
+    QueueRetryError,
+    QueueStorageError,
+    load_settings,
+)
+
+from tests.api_support import queue, settings_for
+
+__all__ = ["queue"]
+
+
+class ConfigJob(Job):
+    name = "tests.config_job"
+
+    n: int = 0
+
+    async def handle(self, context: JobContext) -> None:
+        return None
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FULL = """
+[project]
+name = "app"
+
+[tool.pgqueue]
+default = "database"
+app = "myapp.jobs"
+
+[tool.pgqueue.connections.database]
+dsn = "postgresql://file-host/app"
+listen_dsn = "postgresql://file-host-direct/app"
+queue = "mail"
+retry_after = 120
+lease_margin = 10
+timeout = 30
+tries = 5
+backoff = [1, 5]
+max_payload_bytes = 2048
+prepared_statements = false
+
+[tool.pgqueue.connections.reports]
+dsn = "postgresql://reports-host/reports"
+queue = "reports"
+backoff = 2.5
+
+[tool.pgqueue.connections.inline]
+driver = "sync"
+"""
+
+
+# ------------------------------------------------------------- [tool.pgqueue]
+
+def test_settings_come_from_tool_pgqueue_in_pyproject(tmp_path: Path) -> None:
+    path = write(tmp_path, FULL)
+    settings = load_settings(path, environ={})
+    assert settings.source == str(path)
+    assert settings.app == ("myapp.jobs",)
+    db = settings.connection()
+    assert db.name == "database" and db.driver == "database"
+    assert (db.dsn, db.listen_dsn, db.queue) == ("postgresql://file-host/app", "postgresql://file-host-direct/app",
+                                                "mail")
+    assert (db.retry_after, db.lease_margin, db.timeout, db.tries) == (120, 10, 30, 5)
+    assert db.backoff == Backoff.fixed(1, 5)
+    assert (db.max_payload_bytes, db.prepared_statements) == (2048, False)
+    reports = settings.connection("reports")
+    assert (reports.dsn, reports.queue, reports.backoff) == ("postgresql://reports-host/reports", "reports",
+                                                            Backoff.fixed(2.5))
+    assert settings.connection("inline").driver == "sync"
+    assert settings.connection("sync").driver == "sync"  # always there
+
+
+def test_without_configuration_the_defaults_apply_and_no_dsn_is_set(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, "[project]\nname = 'x'\n"), environ={})
+    assert settings.source == "defaults"
+    assert settings.database_dsn() is None  # resolve_dsn would start the embedded server
+    db = settings.connection("database")
+    assert (db.queue, db.retry_after, db.timeout, db.tries) == ("default", 90.0, 60.0, 3)
+    assert db.max_payload_bytes == 1024 * 1024
+
+
+def test_the_nearest_pyproject_is_found_from_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, FULL)
+    nested = tmp_path / "src" / "app"
+    nested.mkdir(parents=True)
+    monkeypatch.chdir(nested)
+    assert load_settings(environ={}).connection().queue == "mail"
+
+
+# --------------------------------------------------------------- precedence
+
+def test_pgqueue_dsn_from_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, FULL), environ={"PGQUEUE_DSN": "postgresql://env/a"})
+    assert settings.connection("database").dsn == "postgresql://env/a"
+    assert settings.database_dsn() == "postgresql://env/a"
+    # a connection with a database of its own keeps it
+    assert settings.connection("reports").dsn == "postgresql://reports-host/reports"
+
+
+def test_database_url_is_the_fallback_of_pgqueue_dsn(tmp_path: Path) -> None:
+    path = write(tmp_path, "")
+    assert load_settings(path, environ={"DATABASE_URL": "postgresql://url/b"}).database_dsn() == "postgresql://url/b"
+    both = {"DATABASE_URL": "postgresql://url/b", "PGQUEUE_DSN": "postgresql://env/a"}
+    assert load_settings(path, environ=both).database_dsn() == "postgresql://env/a"
+    assert load_settings(path, environ={"PGQUEUE_DSN": "", "DATABASE_URL": "postgresql://url/b"}).database_dsn() \
+        == "postgresql://url/b"
+
+
+def test_an_explicit_dsn_wins_over_environment_and_file(tmp_path: Path) -> None:
+    env = {"DATABASE_URL": "postgresql://url/b", "PGQUEUE_DSN": "postgresql://env/a"}
+    settings = load_settings(write(tmp_path, FULL), dsn="postgresql://arg/c", environ=env)
+    assert settings.connection("database").dsn == "postgresql://arg/c"
+    assert settings.database_dsn() == "postgresql://arg/c"
+
+
+def test_load_settings_reads_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PGQUEUE_DSN", raising=False)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://os-environ/d")
+    assert load_settings(write(tmp_path, "")).database_dsn() == "postgresql://os-environ/d"
+
+
+async def test_a_queue_uses_the_configured_database(dsn: str, tmp_path: Path) -> None:
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\nqueue = 'from-file'\n")
+    q = Queue(settings=load_settings(path, environ={"PGQUEUE_DSN": dsn}))
+    try:
+        await q.push(ConfigJob())
+        assert q.dsn == dsn
+        [stats] = await q.stats()
+        assert (stats.queue, stats.ready) == ("from-file", 1)
+    finally:
+        await q.close()
+
+
+# ---------------------------------------------------------- misconfiguration
+
+def test_an_unknown_connection_name_is_refused_listing_the_known_ones(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, FULL), environ={})
+    with pytest.raises(QueueConfigurationError, match="unknown connection 'nope'") as caught:
+        settings.connection("nope")
+    assert "database, inline, reports, sync" in str(caught.value)
+
+
+def test_an_unknown_default_connection_fails_when_loading(tmp_path: Path) -> None:
+    with pytest.raises(QueueConfigurationError, match="unknown connection 'elsewhere'"):
+        load_settings(write(tmp_path, "[tool.pgqueue]\ndefault = 'elsewhere'\n"), environ={})
+
+
+async def test_dispatch_to_an_unknown_connection_is_refused(queue: Queue) -> None:
+    with pytest.raises(QueueConfigurationError, match="unknown connection 'missing'"):
+        await queue.push(ConfigJob(), connection="missing")
+    with pytest.raises(QueueConfigurationError, match="unknown connection 'missing'"):
+        await queue.worker("missing")
+
+
+@pytest.mark.parametrize(("table", "setting"), [
+    ("timeout = 85", "timeout"),                                  # 85 >= 90 - 5
+    ("timeout = 100\nretry_after = 100", "timeout"),
+    ("retry_after = 30\nlease_margin = 30", "lease_margin"),
+    ("tries = 0", "tries"),
+    ("tries = -2", "tries"),
+    ("backoff = []", "backoff"),
+    ("backoff = -1", "backoff"),
+    ("backoff = nan", "backoff"),
+    ("retry_after = nan", "retry_after"),
+    ("retry_after = -5", "retry_after"),
+    ("timeout = 0", "timeout"),
+    ("queue = ''", "queue"),
+    ("max_payload_bytes = 0", "max_payload_bytes"),
+    ("driver = 'redis'", "driver"),
+    ("colour = 'blue'", "colour"),
+])
+def test_a_bad_connection_setting_is_named_in_the_error(tmp_path: Path, table: str, setting: str) -> None:
+    path = write(tmp_path, f"[tool.pgqueue.connections.database]\n{table}\n")
+    with pytest.raises(QueueConfigurationError, match=setting) as caught:
+        load_settings(path, environ={})
+    assert "'database'" in str(caught.value) or "connections.database" in str(caught.value)
+
+
+def test_the_timeout_error_says_what_to_do(tmp_path: Path) -> None:
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\ntimeout = 85\n")
+    with pytest.raises(QueueConfigurationError) as caught:
+        load_settings(path, environ={})
+    message = str(caught.value)
+    assert "retry_after - lease_margin = 90 - 5 = 85s" in message
+    assert "lower the timeout or raise retry_after" in message
+
+
+def test_the_sync_connection_has_no_lease_so_any_timeout_is_fine(tmp_path: Path) -> None:
+    path = write(tmp_path, "[tool.pgqueue.connections.sync]\ntimeout = 500\n")
+    assert load_settings(path, environ={}).connection("sync").timeout == 500
+
+
+def test_unknown_top_level_settings_and_bad_toml_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(QueueConfigurationError, match=r"unknown setting.*dns"):
+        load_settings(write(tmp_path, "[tool.pgqueue]\ndns = 'x'\n"), environ={})
+    with pytest.raises(QueueConfigurationError, match="not valid TOML"):
+        load_settings(write(tmp_path, "[tool.pgqueue\n"), environ={})
+
+
+@pytest.mark.parametrize("delay", [-1, -0.001, math.nan, math.inf, "5", True])
+async def test_a_bad_delay_is_a_configuration_error_naming_the_delay(queue: Queue, delay: object) -> None:
+    with pytest.raises(QueueConfigurationError, match="delay must be a finite number of seconds >= 0") as caught:
+        await queue.push(ConfigJob(), delay=delay)  # type: ignore[arg-type]
+    assert "tests.config_job" in str(caught.value)
+    with pytest.raises(QueueConfigurationError, match="delay"):
+        await queue.push_many([ConfigJob()], delay=delay)  # type: ignore[arg-type]
+    with pytest.raises(QueueConfigurationError, match="delay"):
+        await queue.push_many([ConfigJob(), ConfigJob()], delay=[0, delay])  # type: ignore[list-item]
+    assert await queue.stats() == []
+
+
+@pytest.mark.parametrize("tries", [0, -1])
+async def test_tries_below_one_on_a_job_is_refused_at_dispatch(queue: Queue, tries: int) -> None:
+    bad = type("NoTries", (ConfigJob,), {"tries": tries, "name": f"tests.no_tries{tries}", "__annotations__": {}})
+    with pytest.raises(QueueConfigurationError, match="tries must be an integer >= 1"):
+        await bad().dispatch(using=queue)
+
+
+async def test_a_job_timeout_is_checked_against_its_connection(queue: Queue, dsn: str, tmp_path: Path) -> None:
+    slow = type("Slow", (ConfigJob,), {"timeout": 200.0, "name": "tests.slow", "__annotations__": {}})
+    with pytest.raises(QueueConfigurationError, match=r"timeout is 200s .* connection 'database'"):
+        await slow().dispatch(using=queue)
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\nretry_after = 600\n")
+    roomy = Queue(settings=load_settings(path, dsn=dsn, environ={}))
+    try:
+        await slow().dispatch(using=roomy)
+        assert (await roomy.stats())[0].ready == 1
+    finally:
+        await roomy.close()
+
+
+# ----------------------------------------------------------------------- errors
+
+def test_one_error_hierarchy_exported_from_pgqueue() -> None:
+    subclasses = [QueueConfigurationError, QueueDispatchError, QueuePayloadError, QueueRetryError,
+                  QueueLeaseError, QueueStorageError]
+    for error in subclasses:
+        assert issubclass(error, QueueError)
+        assert getattr(pgqueue, error.__name__) is error
+        assert error.__name__ in pgqueue.__all__
+    assert issubclass(QueueError, Exception)
+    assert set(QueueError.__subclasses__()) == set(subclasses)
+
+
+def test_every_public_name_is_exported_and_documented() -> None:
+    for name in pgqueue.__all__:
+        thing = getattr(pgqueue, name)
+        assert (thing.__doc__ or "").strip(), name
+
+
+async def test_a_database_never_migrated_says_run_pgqueue_migrate(empty_dsn: str) -> None:
+    q = Queue(settings=settings_for(empty_dsn))
+    try:
+        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+            await q.check_schema()
+        with pytest.raises(QueueStorageError, match="pgqueue migrate") as caught:
+            await q.push(ConfigJob())
+        assert "tests.config_job" in str(caught.value)
+        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+            await q.push_many([ConfigJob(), ConfigJob()])
+        repo = await q.failed()
+        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+            await repo.all()
+        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+            await q.stats()
+    finally:
+        await q.close()
+
