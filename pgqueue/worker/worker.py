@@ -145,7 +145,7 @@ class Worker:
         self._slot_free = asyncio.Event()
         self._stopping = False
         self._cancel_running = False
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[bool]] = set()
         self._reserve_params: tuple[list[str], int, float] = (self.queues, 1, self.lease)
 
     # ---------------------------------------------------------------- control
@@ -239,9 +239,19 @@ class Worker:
                 continue
             self._wakeup.clear()
             try:
-                rows = await self._reserve(free)
+                rows = await self._reserve_shielded(free)
             except _TRANSIENT as exc:
                 logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except psycopg.Error as exc:
+                if (exc.sqlstate or "")[:2] in ("42", "3F"):
+                    raise  # not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault
+                # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
+                # expired final attempt) must not kill the worker: keep trying with backoff.
+                logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
+                             type(exc).__name__, exc, backoff)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -283,6 +293,20 @@ class Worker:
             else:
                 self._slot_free.clear()
                 await self._slot_free.wait()
+
+    async def _reserve_shielded(self, limit: int) -> list[Any]:
+        """Reserve; if ``run()`` is cancelled meanwhile, hand back what the database granted."""
+        pending = asyncio.ensure_future(self._reserve(limit))
+        try:
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                rows = await pending
+                if rows:
+                    async with self.pool.connection() as conn:
+                        await conn.execute(query("release_unstarted"),
+                                           ([r[0] for r in rows], [r[1] for r in rows]))
+            raise
 
     async def _reserve(self, limit: int) -> list[Any]:
         async with self.pool.connection() as conn:
@@ -343,12 +367,16 @@ class Worker:
         self._running.add(task)
         task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
+    def _finished(self, task: asyncio.Task[bool]) -> None:
         self._running.discard(task)
-        self.stats.processed += 1
         self._slot_free.set()
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled():
+            self.stats.processed += 1
+        elif task.exception() is not None:
+            self.stats.processed += 1
             logger.error("pgqueue: internal error while executing a job", exc_info=task.exception())
+        elif task.result():
+            self.stats.processed += 1
 
     async def _drain(self) -> None:
         if not self._running:
@@ -363,17 +391,18 @@ class Worker:
             await asyncio.wait(pending, timeout=10)
 
     # ---------------------------------------------------------------- execute
-    async def _execute(self, row: Any) -> None:
+    async def _execute(self, row: Any) -> bool:
+        """Run one reservation to its end; False if it was handed back unstarted (stopping)."""
         job_id, token, attempts, max_tries, lease_left, queue_name, raw = row
         received = time.monotonic()
         if self._stopping:
             await self._release_unstarted(job_id, token)
-            return
+            return False
         try:
-            envelope = Envelope.decode(raw)
+            envelope = Envelope.decode(raw, text=False)
         except QueuePayloadError as exc:
             await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
-            return
+            return True
         job_type = lookup(envelope.name)
         if job_type is None:
             error = QueuePayloadError(
@@ -381,13 +410,13 @@ class Worker:
                 "defines it (--app) — the job was not run"
             )
             await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
-            return
+            return True
         try:
             job = job_type(**envelope.args)
         except Exception as exc:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r} do not fit the job: {exc}")
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
-            return
+            return True
         context = JobContext(job_id=job_id, token=token, attempts=attempts, max_tries=max_tries,
                              queue=queue_name, connection=envelope.connection,
                              lease_seconds_left=lease_left - (time.monotonic() - received), settler=self._settler)
@@ -396,15 +425,26 @@ class Worker:
             budget = min(budget, self.timeout_cap)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts, max_tries)
+        deadline = asyncio.timeout(budget)
         try:
             if budget <= 0:
-                raise TimeoutError(f"no time left in the lease to run job {job_id}")
+                raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
+                                   f"{self.config.lease_margin:g}s)")
             if self.scope is None:
-                async with asyncio.timeout(budget):
+                async with deadline:
                     await job.handle(context)
             else:
-                async with self.scope(context), asyncio.timeout(budget):
+                async with self.scope(context), deadline:
                     await job.handle(context)
+        except TimeoutError as raised:
+            timed_out: Exception = raised
+            if deadline.expired():
+                timed_out = TimeoutError(
+                    f"job {envelope.name!r} timed out after {budget:.3g}s (its timeout is {envelope.timeout:g}s; "
+                    f"the limit is also kept {self.config.lease_margin:g}s inside the lease); the handler "
+                    "was cancelled at an await"
+                )
+            await self._after_exception(context, envelope, timed_out)
         except asyncio.CancelledError:
             # Cancelled by a forced stop: hand the job back for another worker.
             if self._cancel_running and context._settle_internally("released"):
@@ -416,7 +456,7 @@ class Worker:
             if context.finished and context.decision == "lost":
                 self.stats.lost += 1
                 logger.warning("pgqueue: %s", exc)
-                return
+                return True
             await self._after_exception(context, envelope, exc)
         except Exception as exc:
             await self._after_exception(context, envelope, exc)
@@ -430,6 +470,7 @@ class Worker:
                 self.stats.lost += 1
             else:
                 self.stats.succeeded += 1
+        return True
 
     async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception) -> None:
         """A handler raised (or timed out): retry with backoff while tries and the deadline allow."""
