@@ -1,0 +1,335 @@
+"""RESULTS.md and the PNG plots, from the results dictionary (also saved as results/results.json)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from benchmarks.systems import LABELS, SYSTEMS
+
+COLORS = {"pgqueue": "#1f77b4", "procrastinate": "#ff7f0e", "pgqueuer": "#2ca02c"}
+
+
+def fmt(value: float, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def cell(series: dict[str, Any] | None, digits: int = 0) -> str:
+    """``median (min-max)`` of a series."""
+    if not series:
+        return "-"
+    return f"**{fmt(series['median'], digits)}** ({fmt(series['min'], digits)}-{fmt(series['max'], digits)})"
+
+
+def _label(key: str) -> str:
+    system, *rest = key.split("/")
+    return " ".join([LABELS.get(system, system), *rest])
+
+
+def _median(results: dict[str, Any], section: str, key: str, figure: str) -> float:
+    try:
+        return float(results[section][key][figure]["median"])
+    except KeyError:
+        return float("nan")
+
+
+def _best(results: dict[str, Any], section: str, system: str, figure: str, lowest: bool = False) -> tuple[float, str]:
+    found = [(float(v[figure]["median"]), k) for k, v in results.get(section, {}).items()
+             if k.split("/")[0] == system and figure in v]
+    if not found:
+        return float("nan"), "-"
+    return (min(found) if lowest else max(found))
+
+
+# -------------------------------------------------------------------- plots
+def _bars(ax: Any, results: dict[str, Any], section: str, keys: list[str], figure: str, title: str,
+          log: bool = False) -> None:
+    present = [k for k in keys if k in results.get(section, {})]
+    medians = [results[section][k][figure]["median"] for k in present]
+    lows = [m - results[section][k][figure]["min"] for m, k in zip(medians, present, strict=True)]
+    highs = [results[section][k][figure]["max"] - m for m, k in zip(medians, present, strict=True)]
+    colors = [COLORS.get(k.split("/")[0], "grey") for k in present]
+    ax.bar(range(len(present)), medians, yerr=[lows, highs], color=colors, capsize=4)
+    ax.set_xticks(range(len(present)), [_label(k) for k in present], rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_throughput(results: dict[str, Any], out: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    single = list(results.get("single", {}))
+    bulk = list(results.get("bulk", {}))
+    _bars(axes[0], results, "single", single, "jobs_per_s", "single enqueue, 1 transaction/job (jobs/s)")
+    _bars(axes[1], results, "bulk", bulk, "jobs_per_s", "bulk enqueue (jobs/s)")
+    drain = results.get("drain", {})
+    concurrencies = sorted({int(k.rsplit("/c", 1)[1]) for k in drain if "/c" in k})
+    width = 0.8 / max(1, len(SYSTEMS))
+    for i, system in enumerate(SYSTEMS):
+        keys = [f"{system}/c{c}" for c in concurrencies]
+        med = [drain.get(k, {}).get("jobs_per_s", {}).get("median", float("nan")) for k in keys]
+        lo = [m - drain.get(k, {}).get("jobs_per_s", {}).get("min", m) for m, k in zip(med, keys, strict=True)]
+        hi = [drain.get(k, {}).get("jobs_per_s", {}).get("max", m) - m for m, k in zip(med, keys, strict=True)]
+        axes[2].bar([x + i * width for x in range(len(concurrencies))], med, width, yerr=[lo, hi],
+                    label=LABELS[system], color=COLORS[system], capsize=3)
+    axes[2].set_xticks([x + width for x in range(len(concurrencies))], [f"concurrency {c}" for c in concurrencies])
+    axes[2].set_yscale("log")
+    axes[2].set_title("drain, one worker process (jobs/s, log scale)", fontsize=10)
+    axes[2].legend(fontsize=8)
+    axes[2].grid(axis="y", alpha=0.3)
+    fig.suptitle("Throughput: median of runs, bars show min-max")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(results: dict[str, Any], out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, section, figures, title in (
+            (axes[0], "latency", ("p50_ms", "p95_ms", "p99_ms"), "wake-up latency, commit -> handler start (ms)"),
+            (axes[1], "delayed", ("p50_ms", "p99_ms"), "delayed-job lateness, due -> handler start (ms)")):
+        keys = list(results.get(section, {}))
+        width = 0.8 / max(1, len(figures))
+        for i, figure in enumerate(figures):
+            med = [results[section][k][figure]["median"] for k in keys]
+            ax.bar([x + i * width for x in range(len(keys))], [max(m, 0.01) for m in med], width, label=figure)
+        ax.set_xticks([x + width for x in range(len(keys))], [_label(k) for k in keys], rotation=20, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_sustained(results: dict[str, Any], out: Path) -> None:
+    samples = results["sustained"]["samples"]
+    t = [s["t"] / 60 for s in samples]
+    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    axes[0].plot(t, [s["jobs_per_s"] for s in samples], color=COLORS["pgqueue"])
+    axes[0].set_ylabel("completed jobs/s")
+    axes[0].set_ylim(bottom=0)
+    axes[1].plot(t, [s["table_bytes"] / 2**20 for s in samples], color="purple")
+    axes[1].set_ylabel("pgqueue.jobs total size (MiB)")
+    axes[1].set_ylim(bottom=0)
+    axes[2].plot(t, [s["dead_tuples"] for s in samples], color="red", label="dead tuples")
+    axes[2].plot(t, [s["rows"] for s in samples], color="grey", label="rows (backlog + reserved)")
+    axes[2].set_ylabel("tuples")
+    axes[2].set_xlabel("minutes")
+    axes[2].legend(fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle("pgqueue sustained load: enqueue and drain concurrently")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_scaling(results: dict[str, Any], out: Path) -> None:
+    scaling = results["scaling"]
+    labels = list(scaling)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, figure, title in ((axes[0], "jobs_per_s", "drain throughput (jobs/s)"),
+                              (axes[1], "reserve_ms", "one reserve(50) call (ms)")):
+        med = [scaling[k][figure]["median"] for k in labels]
+        lo = [m - scaling[k][figure]["min"] for m, k in zip(med, labels, strict=True)]
+        hi = [scaling[k][figure]["max"] - m for m, k in zip(med, labels, strict=True)]
+        ax.bar(range(len(labels)), med, yerr=[lo, hi], color=COLORS["pgqueue"], capsize=4)
+        ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("pgqueue backlog scaling")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------- report
+def _targets(results: dict[str, Any]) -> list[str]:
+    lines = ["| target | pgqueue | procrastinate | PgQueuer | ratio | met |", "|---|---|---|---|---|---|"]
+
+    def row(name: str, ours: float, a: float, b: float, need: float, higher: bool = True) -> None:
+        peer = max(a, b) if higher else min(a, b)
+        ratio = ours / peer if peer and not math.isnan(peer) else float("nan")
+        met = (ratio >= need) if higher else (ours < min(a, b))
+        lines.append(f"| {name} | {fmt(ours, 1)} | {fmt(a, 1)} | {fmt(b, 1)} | {fmt(ratio, 2)}x | "
+                     f"{'yes' if met else 'NO'} |")
+
+    if "drain" in results:
+        ours, ok = _best(results, "drain", "pgqueue", "jobs_per_s")
+        pr, pk = _best(results, "drain", "procrastinate", "jobs_per_s")
+        pq, qk = _best(results, "drain", "pgqueuer", "jobs_per_s")
+        lines.append(f"| drain best (jobs/s; {ok}, {pk}, {qk}) | {fmt(ours)} | {fmt(pr)} | {fmt(pq)} | "
+                     f"{fmt(ours / pq if pq else float('nan'), 1)}x PgQueuer (need 3x), "
+                     f"{fmt(ours / pr if pr else float('nan'), 1)}x procrastinate (need 10x) | "
+                     f"{'yes' if ours >= 3 * pq and ours >= 10 * pr else 'NO'} |")
+    for section, need in (("single", 1.5), ("bulk", 1.5)):
+        if section in results:
+            ours, _ = _best(results, section, "pgqueue", "jobs_per_s")
+            default_ours = _median(results, section, "pgqueue", "jobs_per_s")
+            row(f"{section} enqueue, jobs/s (need {need}x the better peer; pgqueue best variant, default "
+                f"{fmt(default_ours)})", ours, _median(results, section, "procrastinate", "jobs_per_s"),
+                _median(results, section, "pgqueuer", "jobs_per_s"), need)
+    if "latency" in results:
+        row("wake-up p99, ms (lower than both)", _median(results, "latency", "pgqueue", "p99_ms"),
+            _best(results, "latency", "procrastinate", "p99_ms", lowest=True)[0],
+            _median(results, "latency", "pgqueuer", "p99_ms"), 0, higher=False)
+    return lines
+
+
+def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    plots: list[str] = []
+    if any(s in results for s in ("single", "bulk", "drain")):
+        plot_throughput(results, out_dir / "throughput.png")
+        plots.append("throughput.png")
+    if "latency" in results or "delayed" in results:
+        plot_latency(results, out_dir / "latency.png")
+        plots.append("latency.png")
+    if "scaling" in results:
+        plot_scaling(results, out_dir / "scaling.png")
+        plots.append("scaling.png")
+    if "sustained" in results and results["sustained"].get("samples"):
+        plot_sustained(results, out_dir / "sustained.png")
+        plots.append("sustained.png")
+
+    env = results.get("environment", {})
+    pg = env.get("postgresql", {})
+    rel = out_dir.relative_to(report.parent)
+    lines = [
+        "# pgqueue benchmarks",
+        "",
+        "Reproduce with `uv run --group bench python -m benchmarks` (see [README.md](README.md)).",
+        "Every figure is the **median** of the runs, with (min-max) beside it. Runs alternate",
+        "between systems (A B C A B C ...). Each measurement starts from a fresh database with",
+        "the system's schema installed by its own tooling.",
+        "",
+        "## Environment",
+        "",
+        f"- date: {env.get('date', '?')}; command: `{results.get('command', '?')}`",
+        f"- machine: {env.get('nproc', '?')} CPUs ({env.get('cpu', '?')}), {env.get('memory_gib', '?')} GiB RAM, "
+        f"{env.get('platform', '?')}, Python {env.get('python', '?')}",
+        f"- load average at start / end: {results.get('load_start', '?')} / {results.get('load_end', '?')} "
+        "(the machine is shared; other work ran during the benchmark)",
+        f"- PostgreSQL: {pg.get('version', '?')}",
+        "- settings: " + ", ".join(f"{k}={v}" for k, v in pg.items() if k != "version"),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items())
+        + f"; pgqueue revision {env.get('pgqueue_revision', '?')}",
+        f"- sizes: {results.get('sizes', {})}",
+        "",
+    ]
+    if any(s in results for s in ("drain", "single", "bulk", "latency")):
+        lines += ["## Targets", "", *_targets(results), ""]
+    if "single" in results or "bulk" in results:
+        lines += ["## Enqueue (jobs/s)", "",
+                  "Single: one job per transaction, sequentially, as a web request does. Bulk: chunks of "
+                  f"{results.get('sizes', {}).get('bulk_chunk', '?')} jobs per call.", "",
+                  "| system | single enqueue | bulk enqueue |", "|---|---|---|"]
+        for key in dict.fromkeys([*results.get("single", {}), *results.get("bulk", {})]):
+            lines.append(f"| {_label(key)} | {cell(results.get('single', {}).get(key, {}).get('jobs_per_s'))} | "
+                         f"{cell(results.get('bulk', {}).get(key, {}).get('jobs_per_s'))} |")
+        lines += ["", "How each system enqueues:", "",
+                  "- pgqueue: `async with conn.transaction(): await job.dispatch(conn, using=queue)` on a psycopg "
+                  "connection (the transactional-outbox case); `pgqueue push`: `await queue.push(job)` on the "
+                  "queue's own pool, one autocommit statement like the peers below; bulk: `queue.push_many(jobs)`.",
+                  "- procrastinate: `await task.defer_async(...)` (its pool, autocommit); bulk: "
+                  "`task.batch_defer_async(*kwargs)`.",
+                  "- PgQueuer: `await queries.enqueue(entrypoint, payload)` on a psycopg autocommit connection "
+                  "(`PsycopgDriver`); bulk: `queries.enqueue([...], [...], [...])`.", ""]
+    if "drain" in results:
+        lines += ["## Drain: N no-op async jobs, one worker process", "",
+                  "jobs/s = handler starts per second between the first and the last job; *wall* also counts "
+                  "the system's run() start-up and shutdown. Afterwards the database is checked: every job "
+                  "completed exactly once (pgqueue: queue and failed_jobs empty; procrastinate: all "
+                  "`succeeded` with one `started` event each; PgQueuer: queue empty, one `successful` log row "
+                  "per job), and handler calls = distinct jobs = N.", "",
+                  "| system / concurrency | jobs | jobs/s | wall jobs/s |", "|---|---|---|---|"]
+        for key, figures in results["drain"].items():
+            lines.append(f"| {_label(key)} | {fmt(figures['jobs']['median'])} | {cell(figures['jobs_per_s'])} | "
+                         f"{cell(figures['wall_jobs_per_s'])} |")
+        lines += ["", "Concurrency settings: pgqueue `queue.worker(concurrency=c)`; procrastinate "
+                  "`app.run_worker_async(concurrency=c, wait=False)`; PgQueuer `run(mode=drain, "
+                  "max_concurrent_tasks=c, batch_size=min(10, c//2))` — PgQueuer requires "
+                  "max_concurrent_tasks >= 2 x batch_size, so *c1* runs with batch_size 1 and a cap of 2. "
+                  "`PgQueuer unlimited` is PgQueuer's default (no cap, batch_size 10). PgQueuer's entrypoint "
+                  "`concurrency_limit` was tried first and is far slower here (a slot is freed only when "
+                  "the status-log buffer flushes: 100 jobs took 25 s at limit 10), so it is not used.", ""]
+    if "latency" in results:
+        lines += ["## Wake-up latency of an idle worker (ms)", "",
+                  "The worker runs in its own process; the producer enqueues one job every "
+                  f"~{results.get('sizes', {}).get('latency_gap', '?')} s (random gap), each in its own "
+                  "transaction, and notes time.time() when the commit returned; the handler reports "
+                  "time.time() at its start through a pipe. Each system runs with its default concurrency "
+                  "(pgqueue 10, procrastinate 1, PgQueuer no cap).", "",
+                  "| system | p50 | p95 | p99 |", "|---|---|---|---|"]
+        for key, figures in results["latency"].items():
+            lines.append(f"| {_label(key)} | {cell(figures['p50_ms'], 1)} | {cell(figures['p95_ms'], 1)} | "
+                         f"{cell(figures['p99_ms'], 1)} |")
+        lines.append("")
+    if "delayed" in results:
+        lines += ["## Delayed-job lateness (ms)", "",
+                  "While the worker idles, the producer enqueues jobs at random moments, each due 0.5-3 s "
+                  "later; lateness = handler start - due time. `procrastinate poll0.5` sets the documented "
+                  "`fetch_job_polling_interval` to 0.5 s (default 5 s), which bounds how late it notices a "
+                  "scheduled job.", "",
+                  "| system | p50 | p99 | max |", "|---|---|---|---|"]
+        for key, figures in results["delayed"].items():
+            lines.append(f"| {_label(key)} | {cell(figures['p50_ms'], 1)} | {cell(figures['p99_ms'], 1)} | "
+                         f"{cell(figures['max_ms'], 1)} |")
+        lines.append("")
+    if "scaling" in results:
+        lines += ["## pgqueue backlog scaling", "",
+                  "Backlogs inserted with generate_series into pgqueue.jobs, shaped like real envelopes. "
+                  "reserve = one `pgqueue.reserve(queues, 50, lease)` call, rolled back (median of probes); "
+                  "drain = one worker at concurrency 50 processing `drained` jobs; the backlog is topped up "
+                  "before each run.", "",
+                  "| backlog | drained per run | reserve(50) ms | drain jobs/s | wall jobs/s |",
+                  "|---|---|---|---|---|"]
+        for label, figures in results["scaling"].items():
+            lines.append(f"| {label} | {fmt(figures['drained'])} | {cell(figures['reserve_ms'], 2)} | "
+                         f"{cell(figures['jobs_per_s'])} | {cell(figures['wall_jobs_per_s'])} |")
+        labels = list(results["scaling"])
+        if len(labels) >= 3:
+            small = results["scaling"][labels[0]]["jobs_per_s"]["median"]
+            big = results["scaling"][labels[2]]["jobs_per_s"]["median"]
+            verdict = "met" if big >= 0.8 * small else "NOT met"
+            lines += ["", f"Target (drain at {labels[2]} within 20% of {labels[0]}): {fmt(big)} vs {fmt(small)} "
+                      f"jobs/s = {fmt(100 * big / small, 0)}% — {verdict}."]
+        lines.append("")
+    if "sustained" in results:
+        s = results["sustained"]
+        first, last = s["first_minute_jobs_per_s"], s["last_minute_jobs_per_s"]
+        change = 100 * (last - first) / first if first else float("nan")
+        samples = s.get("samples", [])
+        lines += ["## pgqueue sustained load", "",
+                  f"{s['minutes']} minutes; one producer (`push_many` of {s['batch']} jobs, pausing while more "
+                  f"than {s['backlog_cap']:,} rows wait) and one worker process at concurrency "
+                  f"{s['concurrency']}, concurrently. Sampled every few seconds.", "",
+                  f"- completed: {fmt(s['completed'])} jobs",
+                  f"- throughput first minute: {fmt(first)} jobs/s; last minute: {fmt(last)} jobs/s "
+                  f"({fmt(change, 1)}%; target: no drop beyond 10% — {'met' if change >= -10 else 'NOT met'})",
+                  ]
+        if samples:
+            lines += [f"- table size: max {fmt(max(x['table_bytes'] for x in samples) / 2**20, 1)} MiB, "
+                      f"end {fmt(samples[-1]['table_bytes'] / 2**20, 1)} MiB; dead tuples: max "
+                      f"{fmt(max(x['dead_tuples'] for x in samples))}, end {fmt(samples[-1]['dead_tuples'])}; "
+                      f"autovacuum runs: {fmt(samples[-1]['autovacuums'])}"]
+        lines.append("")
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
+    notes = results.get("notes", [])
+    if notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
+    report.write_text("\n".join(lines))

@@ -1,0 +1,132 @@
+"""The command line: ``python -m benchmarks [--quick] [--only ...] [--sustained-minutes M]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Series, environment
+from benchmarks.compare import (
+    Case,
+    Sizes,
+    alternate,
+    bulk_enqueue,
+    delayed_lateness,
+    drain,
+    single_enqueue,
+    wakeup_latency,
+)
+from benchmarks.report import write_report
+from benchmarks.scaling import ScalingSizes, run_scaling
+from benchmarks.sustained import SustainedSizes, run_sustained
+
+HERE = Path(__file__).resolve().parent
+SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "scaling", "sustained")
+log = logging.getLogger("benchmarks")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Series):
+        return value.to_data()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f}, {five:.1f}, {fifteen:.1f}"
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = Sizes(runs=args.runs)
+    scaling = ScalingSizes(runs=args.runs)
+    sustained = SustainedSizes(minutes=args.sustained_minutes)
+    if args.quick:
+        sizes = Sizes(single=300, bulk=5000, drain=2000, latency=40, delayed=40, delayed_span=4.0, runs=args.runs)
+        scaling = ScalingSizes(ready=(1_000, 10_000, 100_000), delayed=100_000, delayed_ready=5_000,
+                               drain_jobs=10_000, runs=args.runs)
+    if args.drain_jobs:
+        sizes.drain = args.drain_jobs
+    results_file = args.output / "results.json"
+    results: dict[str, Any] = {}
+    if args.only and results_file.exists():
+        results = json.loads(results_file.read_text())  # keep the sections not rerun
+    results["environment"] = await environment(args.admin_dsn)
+    results["command"] = "python -m benchmarks " + " ".join(sys.argv[1:])
+    results["sizes"] = dataclasses.asdict(sizes)
+    results["load_start"] = _load()
+    results.setdefault("notes", [])
+    only = set(args.only or SECTIONS)
+    systems = [Case("pgqueue"), Case("procrastinate"), Case("pgqueuer")]
+
+    plan = [
+        ("single", [*systems, Case("pgqueue", "push")], single_enqueue(sizes)),
+        ("bulk", systems, bulk_enqueue(sizes)),
+        ("drain", [Case(c.system, concurrency=n) for n in (1, 10, 50) for c in systems]
+         + [Case("pgqueuer", "unlimited")], drain(sizes)),
+        ("latency", systems, wakeup_latency(sizes)),
+        ("delayed", [*systems, Case("procrastinate", "poll0.5")], delayed_lateness(sizes)),
+    ]
+    for name, cases, measure in plan:
+        if name in only:
+            results.pop(name, None)
+            await alternate(args.admin_dsn, name, cases, sizes.runs, measure, results)
+            results[name] = _plain(results[name])
+            write_report(_plain(results), args.output, args.report)
+    if "scaling" in only:
+        await run_scaling(args.admin_dsn, scaling, results)
+        write_report(_plain(results), args.output, args.report)
+    if "sustained" in only:
+        await run_sustained(args.admin_dsn, sustained, results)
+    results["load_end"] = _load()
+    return _plain(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="pgqueue vs procrastinate vs PgQueuer on one PostgreSQL; writes RESULTS.md and plots.")
+    parser.add_argument("--admin-dsn", default=os.environ.get("PGQUEUE_BENCH_DSN",
+                                                              "postgresql://postgres@127.0.0.1:5432/postgres"),
+                        help="a superuser DSN; each measurement creates and drops its own database "
+                             "(env PGQUEUE_BENCH_DSN)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median, min, max); default 3")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (minutes, not an hour); combine with --runs 1 and "
+                             "--sustained-minutes 1 for a smoke test")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS,
+                        help="run only these sections (the others are kept from results/results.json)")
+    parser.add_argument("--sustained-minutes", type=float, default=10.0,
+                        help="duration of the sustained-load run; default 10")
+    parser.add_argument("--drain-jobs", type=int, default=None,
+                        help="jobs per drain run at concurrency 50 (c10 drains half, c1 a fifth); default 5000")
+    parser.add_argument("--output", type=Path, default=HERE / "results", help="plots and results.json")
+    parser.add_argument("--report", type=Path, default=HERE / "RESULTS.md", help="the Markdown report")
+    parser.add_argument("--report-only", action="store_true",
+                        help="measure nothing; rewrite the report and plots from results/results.json")
+    args = parser.parse_args(argv)
+    if args.report_only:
+        write_report(json.loads((args.output / "results.json").read_text()), args.output, args.report)
+        return 0
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    if args.sustained_minutes <= 0:
+        parser.error("--sustained-minutes must be > 0")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    log.setLevel(logging.INFO)
+    started = time.monotonic()
+    results = asyncio.run(run(args))
+    write_report(results, args.output, args.report)
+    log.info("done in %.0f s: %s", time.monotonic() - started, args.report)
+    return 0

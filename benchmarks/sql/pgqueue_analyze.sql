@@ -1,0 +1,2 @@
+-- Fresh planner statistics after a bulk fill.
+analyze pgqueue.jobs

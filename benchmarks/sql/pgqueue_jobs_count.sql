@@ -1,0 +1,2 @@
+-- Rows in the queue table (ready, delayed and reserved).
+select count(*) from pgqueue.jobs
