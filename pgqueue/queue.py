@@ -110,7 +110,10 @@ class Queue:
                 dsn = self._dsn
             pool = self._pools.get(dsn)
             if pool is None:
-                prepared = connection.prepared_statements if connection is not None else True
+                # One pool per DSN, whichever call opens it first (open() passes no connection):
+                # any database connection on this DSN that is behind PgBouncer turns them off.
+                prepared = all(c.prepared_statements for c in self.settings.connections.values()
+                               if c.driver == "database" and (c.dsn or self._dsn) == dsn)
                 pool = AsyncConnectionPool(
                     dsn, min_size=1, max_size=self.pool_size, open=False, name="pgqueue",
                     kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
