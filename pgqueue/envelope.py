@@ -103,6 +103,7 @@ def _fixed_settings(job_type: type[Job], connection: ConnectionConfig, queue: st
     if not isinstance(chosen_queue, str) or not 1 <= len(chosen_queue) <= 200:
         raise QueueConfigurationError(f"job {job_type.name!r}: queue must be 1 to 200 characters, "
                                       f"got {chosen_queue!r}")
+    check_json_safe(chosen_queue, f"job {job_type.name!r} queue name")
     chosen_priority = job_type.priority if priority is None else priority
     if isinstance(chosen_priority, bool) or not isinstance(chosen_priority, int) \
             or not -32768 <= chosen_priority <= 32767:
@@ -196,7 +197,9 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             deadline = "null" if value is None else repr(value)
         job_id = uuid4()
         text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline},"version":{ENVELOPE_VERSION}}}'
-        if len(text) > layout.limit or (not text.isascii() and len(text.encode("utf-8")) > layout.limit):
+        # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
+        if len(text) > layout.limit or (not text.isascii()
+                                        and len(text.encode("utf-8", "surrogatepass")) > layout.limit):
             raise _too_large(layout.name, len(text.encode("utf-8", "surrogatepass")), layout.limit, layout.connection)
         ids.append(job_id)
         names.append(layout.name)

@@ -201,14 +201,6 @@ async def test_sqlalchemy_async_connection(queue: Queue, orders: str, async_engi
     assert sorted(r["id"] for r in job_rows(orders)) == sorted(ids)
 
 
-def test_sqlalchemy_on_another_driver_is_refused(dsn: str) -> None:
-    pytest.importorskip("psycopg2")
-    q = Queue(settings=settings_for(dsn))
-    eng = create_engine("postgresql+psycopg2://", creator=lambda: None)  # never connected
-    with Session(eng) as session, pytest.raises(QueueConfigurationError, match="psycopg"):
-        q.push_sync(Receipt(order_id=1), conn=session)
-
-
 async def test_an_unsupported_connection_object_is_refused(queue: Queue, dsn: str) -> None:
     with pytest.raises(QueueConfigurationError, match=r"cannot dispatch with a builtins.str"):
         await queue.push(Receipt(order_id=1), conn="postgresql://elsewhere")

@@ -11,6 +11,8 @@ from pathlib import Path
 import pgqueue
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pgqueue import (
     Backoff,
     Envelope,
@@ -24,7 +26,7 @@ from pgqueue import (
 )
 from pgqueue.jobs import lookup
 
-from tests.api_support import failed_rows, job_rows, queue, run_worker
+from tests.api_support import failed_rows, job_rows, queue, run_worker, settings_for
 
 __all__ = ["queue"]  # the fixture, imported for the tests below
 
@@ -470,3 +472,52 @@ async def test_a_bad_retry_until_is_refused(queue: Queue) -> None:
 
     with pytest.raises(QueueConfigurationError, match="retry_until"):
         await BadDeadline().dispatch(using=queue)
+
+
+# ------------------------------------ bulk encoding agrees with single encoding
+
+_json_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=8),
+    st.sampled_from(["\x00", "a\ud800b", "\\u0000", "é", "\U0001f600"]),
+)
+_json_values = st.recursive(
+    _json_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+def _single(queue: Queue, job: Job) -> str | type[Exception]:
+    try:
+        envelope, config = queue.envelope(job)
+        return envelope.encode(config.max_payload_bytes).replace(str(envelope.id), "ID")
+    except QueuePayloadError:
+        return QueuePayloadError
+
+
+def _bulk(queue: Queue, job: Job) -> str | type[Exception]:
+    try:
+        encoded = queue.encode_many([job])
+    except QueuePayloadError:
+        return QueuePayloadError
+    return encoded.text[1:-1].replace(str(encoded.ids[0]), "ID")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_json_values, other=_json_values)
+def test_bulk_encoding_accepts_refuses_and_writes_exactly_what_single_encoding_does(
+        value: object, other: object) -> None:
+    job_ = Anything(value=value, other=other)
+    for target in (_ROOMY, _TIGHT):
+        assert _bulk(target, job_) == _single(target, job_)
+
+
+_ROOMY = Queue(settings=settings_for("postgresql://nowhere/unused"))
+_TIGHT = Queue(settings=pgqueue.Settings(connections={  # this job's envelope is ~300 bytes with null args
+    "database": pgqueue.ConnectionConfig(name="database", dsn="postgresql://nowhere/unused", max_payload_bytes=330)}))
