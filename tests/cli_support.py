@@ -39,6 +39,23 @@ def pgqueue(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout
                           timeout=timeout, stdin=stdin, check=False)
 
 
+def pgqueue_all(*calls: tuple[str, ...], cwd: Path, env: Mapping[str, str] | None = None,
+                timeout: float = 120) -> list[subprocess.CompletedProcess[str]]:
+    """Run independent ``pgqueue`` commands side by side (their start-up dominates); results in order."""
+    procs = [subprocess.Popen([*command(), *args], cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True) for args in calls]
+    results = []
+    for args, proc in zip(calls, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        results.append(subprocess.CompletedProcess([*command(), *args], proc.returncode, out, err))
+    return results
+
+
 def record_failure(conn: psycopg.Connection[Any], queue: str = "default", *, name: str = "tests:noop",
                    args: dict[str, Any] | None = None, message: str = "boom") -> tuple[str, str]:
     """A failure record as the worker would store it; returns (failure id, job id)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from tests.cli_support import cli_env, command, enqueue, one_error_line, pgqueue, record_failure
+from tests.cli_support import cli_env, command, enqueue, one_error_line, pgqueue, pgqueue_all, record_failure
 
 Conn = psycopg.Connection[Any]
 
@@ -21,20 +21,18 @@ COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forge
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:
-    result = pgqueue("--help", cwd=tmp_path)
+    result, unknown = pgqueue_all(("--help",), ("queue:nope",), cwd=tmp_path)
     assert result.returncode == 0
     for name in COMMANDS:
         assert f"  {name} " in result.stdout, name
-    unknown = pgqueue("queue:nope", cwd=tmp_path)
     assert unknown.returncode == 2 and "No such command" in unknown.stderr
 
 
 def test_migrate_sql_needs_no_database(tmp_path: Path) -> None:
-    up = pgqueue("migrate", "--sql", cwd=tmp_path)
+    up, down = pgqueue_all(("migrate", "--sql"), ("migrate", "--sql", "--downgrade", "base"), cwd=tmp_path)
     assert up.returncode == 0, up.stderr
     assert "create table pgqueue.jobs" in up.stdout
     assert "create or replace function pgqueue.reserve" in up.stdout
-    down = pgqueue("migrate", "--sql", "--downgrade", "base", cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     assert "drop schema" in down.stdout.lower()
     assert up.stderr == "" and down.stderr == ""  # no database was chosen or named
@@ -78,20 +76,22 @@ def test_database_is_named_once_without_its_password(dsn: str, tmp_path: Path) -
 
 
 def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> None:
-    bad = pgqueue("queue:failed", "--dsn", "not a dsn", cwd=tmp_path)
+    bad, unreachable, debug, unknown_connection = pgqueue_all(
+        ("queue:failed", "--dsn", "not a dsn"),
+        ("queue:status", "--dsn", "postgresql://someone:s3cr3t@127.0.0.1:1/x"),
+        ("queue:status", "--debug", "--dsn", "postgresql://postgres@127.0.0.1:1/x"),
+        ("queue:clear", "reports", "--force", "--dsn", "dbname=x"),
+        cwd=tmp_path)
     assert bad.returncode == 2
     assert "invalid --dsn" in one_error_line(bad.stderr)
 
-    unreachable = pgqueue("queue:status", "--dsn", "postgresql://someone:s3cr3t@127.0.0.1:1/x", cwd=tmp_path)
     assert unreachable.returncode == 1
     assert "cannot connect to someone@127.0.0.1:1/x" in one_error_line(unreachable.stderr)
     assert "s3cr3t" not in unreachable.stderr + unreachable.stdout
 
-    debug = pgqueue("queue:status", "--debug", "--dsn", "postgresql://postgres@127.0.0.1:1/x", cwd=tmp_path)
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
 
-    unknown_connection = pgqueue("queue:clear", "reports", "--force", "--dsn", "dbname=x", cwd=tmp_path)
     assert unknown_connection.returncode == 2
     assert "unknown connection 'reports'" in one_error_line(unknown_connection.stderr)
 
@@ -126,10 +126,10 @@ def test_failed_lists_shows_and_exports(dsn: str, conn: Conn, tmp_path: Path) ->
 
 
 def test_failed_unknown_or_malformed_id(dsn: str, tmp_path: Path) -> None:
-    unknown = pgqueue("queue:failed", "7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5", "--dsn", dsn, cwd=tmp_path)
+    unknown, malformed = pgqueue_all(("queue:failed", "7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5", "--dsn", dsn),
+                                     ("queue:forget", "42", "--dsn", dsn), cwd=tmp_path)
     assert unknown.returncode == 1
     assert "no failed job with id 7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5" in one_error_line(unknown.stderr)
-    malformed = pgqueue("queue:forget", "42", "--dsn", dsn, cwd=tmp_path)
     assert malformed.returncode == 2
     assert "'42' is not a failure id" in one_error_line(malformed.stderr)
 
@@ -246,16 +246,16 @@ def test_dispatch_by_name(dsn: str, conn: Conn, tmp_path: Path) -> None:
     assert (queue, priority, envelope["name"], envelope["args"], later) == ("other", 3, "cli:broken", {"reason": "x"},
                                                                               True)
 
-    unknown = pgqueue("queue:dispatch", "cli:quik", *app, cwd=tmp_path)
+    unknown, no_app, bad_json, misfit = pgqueue_all(
+        ("queue:dispatch", "cli:quik", *app),
+        ("queue:dispatch", "cli:quick", "--dsn", dsn),
+        ("queue:dispatch", "cli:quick", "--args", "{oops", *app),
+        ("queue:dispatch", "cli:quick", "--args", '{"nope": 1}', *app),
+        cwd=tmp_path)
     assert unknown.returncode == 2
     line = one_error_line(unknown.stderr)
     assert "unknown job 'cli:quik'" in line and "did you mean cli:quick" in line
-
-    no_app = pgqueue("queue:dispatch", "cli:quick", "--dsn", dsn, cwd=tmp_path)
     assert no_app.returncode == 2 and "no jobs are registered" in one_error_line(no_app.stderr)
-
-    bad_json = pgqueue("queue:dispatch", "cli:quick", "--args", "{oops", *app, cwd=tmp_path)
     assert bad_json.returncode == 2 and "--args is not valid JSON" in one_error_line(bad_json.stderr)
-    misfit = pgqueue("queue:dispatch", "cli:quick", "--args", '{"nope": 1}', *app, cwd=tmp_path)
     assert misfit.returncode == 2 and "--args do not fit job 'cli:quick'" in one_error_line(misfit.stderr)
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)

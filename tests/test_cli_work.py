@@ -9,7 +9,7 @@ import psycopg
 from pgqueue import Queue
 
 from tests.cli_jobs import Broken, FailsOnce, Quick
-from tests.cli_support import one_error_line, pgqueue
+from tests.cli_support import one_error_line, pgqueue, pgqueue_all
 
 Conn = psycopg.Connection[Any]
 
@@ -41,8 +41,8 @@ async def test_work_max_jobs_and_verbose(dsn: str, conn: Conn, tmp_path: Path) -
     async with Queue(dsn=dsn) as queue:
         await queue.push_many([Quick(n=i) for i in range(5)])
 
-    result = pgqueue("queue:work", "-q", "cli", "-c", "1", "--max-jobs", "2", "-v", "--app", "tests.cli_jobs",
-                     "--dsn", dsn, cwd=tmp_path)
+    result = pgqueue("queue:work", "-q", "cli", "-c", "1", "--max-jobs", "2", "-v", "--no-listen",
+                     "--app", "tests.cli_jobs", "--dsn", dsn, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("running cli:quick") == 2
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (3,)
@@ -64,11 +64,12 @@ def test_work_reads_app_and_connection_from_pyproject(dsn: str, conn: Conn, tmp_
 
 
 def test_work_configuration_errors_exit_2(dsn: str, tmp_path: Path) -> None:
-    app = ["--app", "tests.cli_jobs"]
-    for args, expected in (([], "no jobs are registered"),
-                           (["--app", "no_such_module_xyz"], "cannot import job module 'no_such_module_xyz'"),
-                           (["--poll-interval", "0", *app], "--poll-interval must be > 0"),
-                           (["--retry-after", "3", *app], "retry_after (3.0s) must exceed the lease margin")):
-        result = pgqueue("queue:work", *args, "--dsn", dsn, cwd=tmp_path)
+    app = ("--app", "tests.cli_jobs")
+    cases = ((("queue:work",), "no jobs are registered"),
+             (("queue:work", "--app", "no_such_module_xyz"), "cannot import job module 'no_such_module_xyz'"),
+             (("queue:work", "--poll-interval", "0", *app), "--poll-interval must be > 0"),
+             (("queue:work", "--retry-after", "3", *app), "retry_after (3.0s) must exceed the lease margin"))
+    results = pgqueue_all(*((*args, "--dsn", dsn) for args, _ in cases), cwd=tmp_path)
+    for ((args, expected), result) in zip(cases, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)
         assert expected in one_error_line(result.stderr)

@@ -52,7 +52,7 @@ app = typer.Typer(
 )
 embedded_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                            help="The embedded PostgreSQL used when no database is configured.")
-app.add_typer(embedded_app, name="embedded")
+app.add_typer(embedded_app, name="embedded", short_help="Start, stop or inspect the embedded PostgreSQL.")
 
 logger = logging.getLogger("pgqueue.cli")
 
@@ -95,7 +95,7 @@ def _failure_id(text: str) -> uuid.UUID:
 
 
 # ------------------------------------------------------------------------ migrate
-@app.command("migrate")
+@app.command("migrate", short_help="Create or upgrade pgqueue's schema (or print its SQL).")
 @reports_errors
 def migrate_command(
     sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it.")] = False,
@@ -104,7 +104,11 @@ def migrate_command(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Run pgqueue's migrations to the newest revision (no alembic.ini needed)."""
+    """Run pgqueue's migrations to the newest revision (no alembic.ini needed).
+
+    With --sql, print the SQL instead (no database needed), for teams that apply DDL
+    with another tool. --downgrade base removes pgqueue's schema.
+    """
     from pgqueue import migrate as migrations  # alembic is slow to import: only here
 
     if sql:
@@ -128,7 +132,7 @@ def _head() -> str:
 
 
 # --------------------------------------------------------------------- queue:work
-@app.command("queue:work")
+@app.command("queue:work", short_help="Run a worker.")
 @reports_errors
 def queue_work(
     connection: Connection = None,
@@ -149,11 +153,22 @@ def queue_work(
         "--poll-interval", help="Longest idle sleep without a notification, in seconds.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option(
         "--drain-timeout", help="On SIGINT/SIGTERM, how long running handlers may take to finish.")] = 30.0,
+    listen: Annotated[bool, typer.Option(
+        "--listen/--no-listen",
+        help="Wake on LISTEN/NOTIFY (--no-listen: poll every --poll-interval, e.g. behind PgBouncer "
+             "without a listen_dsn).")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Run a worker: reserve jobs of the given queues and run their handlers until stopped."""
+    """Run a worker: reserve jobs of the given queues and run their handlers until stopped.
+
+    Queues are served in the order given: while the first has ready jobs, the next waits.
+    The modules named by --app (and [tool.pgqueue] app) are imported so their jobs register.
+    SIGINT or SIGTERM stops it gracefully (no new reservations; running handlers finish
+    within --drain-timeout; exit 0); a second signal cancels them. Exit 2 on a
+    configuration error.
+    """
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
         if value is not None and not value > 0:
@@ -169,11 +184,11 @@ def queue_work(
     found = target(dsn, connection, announce=False)
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
-                           drain_timeout=drain_timeout)))
+                           drain_timeout=drain_timeout, listen=listen)))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
-                max_jobs: int | None, modules: list[str], options: dict[str, float | None]) -> None:
+                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | None]) -> None:
     async with found.queue() as queue:
         worker = await queue.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
         worker.install_signal_handlers()
@@ -190,7 +205,7 @@ async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_
 
 
 # ------------------------------------------------------------------- failed jobs
-@app.command("queue:failed")
+@app.command("queue:failed", short_help="List failed jobs, or show one in full.")
 @reports_errors
 def queue_failed(
     failure_id: Annotated[str | None, typer.Argument(
@@ -226,7 +241,7 @@ async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | Non
         return text
 
 
-@app.command("queue:retry")
+@app.command("queue:retry", short_help="Put failed jobs back on their queue.")
 @reports_errors
 def queue_retry(
     ids: Annotated[list[str], typer.Argument(metavar="ID|all", help="Failure ids, or `all`.")],
@@ -235,7 +250,10 @@ def queue_retry(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Put failed jobs back on their queue (same job id and args, attempts reset)."""
+    """Put failed jobs back on their queue (same job id and args, attempts reset).
+
+    A job whose deadline (retry_until) has passed is refused and its failure record stays.
+    """
     retry_all = [i.lower() for i in ids] == ["all"]
     if not retry_all and queue is not None:
         fail("--queue only applies to `pgqueue queue:retry all`", EXIT_CONFIG)
@@ -265,7 +283,7 @@ async def _retry(found: Target, wanted: list[uuid.UUID], retry_all: bool, queue_
         return ok
 
 
-@app.command("queue:forget")
+@app.command("queue:forget", short_help="Delete one failure record.")
 @reports_errors
 def queue_forget(
     failure_id: Annotated[str, typer.Argument(metavar="ID", help="The failure id.")],
@@ -285,7 +303,7 @@ def queue_forget(
     typer.echo(f"forgot failure {wanted}")
 
 
-@app.command("queue:flush")
+@app.command("queue:flush", short_help="Delete all failure records (of one queue).")
 @reports_errors
 def queue_flush(queue: QueueFilter = None, dsn: Dsn = None, debug: Debug = False) -> None:
     """Delete every failure record (of one queue, or all)."""
@@ -295,7 +313,7 @@ def queue_flush(queue: QueueFilter = None, dsn: Dsn = None, debug: Debug = False
     typer.echo(f"deleted {count} failure record{'s' if count != 1 else ''}{where}")
 
 
-@app.command("queue:prune-failed")
+@app.command("queue:prune-failed", short_help="Delete failure records older than --hours.")
 @reports_errors
 def queue_prune_failed(
     hours: Annotated[float, typer.Option("--hours", help="Delete failure records older than this.")] = 24.0,
@@ -319,7 +337,7 @@ async def _flush(found: Target, queue_name: str | None, hours: float | None) -> 
 
 
 # -------------------------------------------------------------- queue operations
-@app.command("queue:clear")
+@app.command("queue:clear", short_help="Remove every job of a queue.")
 @reports_errors
 def queue_clear(
     connection: Connection = None,
@@ -329,7 +347,11 @@ def queue_clear(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Remove every ready, delayed and reserved job of a queue (failure records stay)."""
+    """Remove every ready, delayed and reserved job of a queue (failure records stay).
+
+    Asks for confirmation on a terminal unless --force. Handlers still running jobs of
+    that queue lose their leases: their acks and retries are refused.
+    """
     found = target(dsn, connection)
     name = queue or found.connection.queue
     if not force and sys.stdin.isatty():
@@ -351,7 +373,7 @@ async def _clear(found: Target, name: str) -> tuple[int, int]:
     return (stats.reserved + stats.expired if stats else 0), removed
 
 
-@app.command("queue:status")
+@app.command("queue:status", short_help="Job counts per queue.")
 @reports_errors
 def queue_status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted.")] = False,
@@ -386,7 +408,7 @@ async def _status(found: Target, watch: bool, interval: float) -> None:
             await asyncio.sleep(interval)
 
 
-@app.command("queue:dispatch")
+@app.command("queue:dispatch", short_help="Dispatch one job by its registered name.")
 @reports_errors
 def queue_dispatch(
     job_name: Annotated[str, typer.Argument(
@@ -403,7 +425,11 @@ def queue_dispatch(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Dispatch one job by its registered name (ad-hoc jobs, testing)."""
+    """Dispatch one job by its registered name (ad-hoc jobs, testing).
+
+    The module defining the job must be imported: pass it with --app (or set
+    [tool.pgqueue] app).
+    """
     settings = pgqueue.load_settings(dsn=dsn)
     import_apps(app_modules(apps, settings))
     job_type = lookup(job_name)
@@ -478,10 +504,15 @@ def embedded_stop(debug: Debug = False) -> None:
 
 
 # ---------------------------------------------------------------------------- demo
-@app.command("demo")
+@app.command("demo", short_help="The quickstart: a mixed workload, run end to end.")
 @reports_errors
 def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
-    """The quickstart: dispatch a mixed workload, run a worker until it is done, show the results."""
+    """The quickstart: dispatch a mixed workload, run a worker until it is done, show the results.
+
+    Quick jobs, delayed jobs, jobs that fail once and succeed on the retry, and one that
+    ends in failed_jobs, on queues demo-high and demo (emptied first). With no database
+    configured it uses the embedded PostgreSQL, which keeps running afterwards.
+    """
     from pgqueue_cli.demo import run_demo
 
     found = target(dsn)

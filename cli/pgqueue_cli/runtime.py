@@ -143,7 +143,7 @@ class Target:
 
     def queue(self) -> Queue:
         """A :class:`Queue` bound to this database."""
-        return Queue(settings=self.settings, pool_size=4)
+        return Queue(settings=self.settings)
 
 
 def check_dsn(dsn: str) -> None:
