@@ -29,20 +29,22 @@ pytestmark = pytest.mark.slow
 BACKLOG = 1_000_000
 
 
-def _fill(conn: Conn, rows: int, *, delayed: bool) -> None:
+def _fill(conn: Conn, rows: int, *, delayed: bool, first: int = 1) -> None:
     # Row by row through enqueue would take minutes; the planner only needs the shape.
+    # Ids count up (first, first + 1, ...) so the primary key is built append-only: random
+    # uuids cost a third more time here and change nothing in the reservation's plan.
     conn.execute(
         b"""
         insert into pgqueue.jobs (id, queue, priority, envelope, max_tries, available_at, created_at)
-        select gen_random_uuid(), 'default', 0,
+        select ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'default', 0,
                jsonb_build_object('name', 'bench:noop', 'args', jsonb_build_object('n', g), 'tries', 3),
                3,
                case when %(delayed)s then now() + interval '1 hour' + g * interval '1 millisecond'
                     else now() - interval '1 hour' + g * interval '1 microsecond' end,
                now()
-        from generate_series(1, %(rows)s) g
+        from generate_series(%(first)s::bigint, %(last)s::bigint) g
         """,
-        {"rows": rows, "delayed": delayed},
+        {"first": first, "last": first + rows - 1, "delayed": delayed},
     )
 
 
@@ -75,7 +77,7 @@ def _ready(conn: Conn) -> None:
 
 def _delayed(conn: Conn) -> None:
     _fill(conn, BACKLOG, delayed=True)
-    _fill(conn, 10_000, delayed=False)
+    _fill(conn, 10_000, delayed=False, first=BACKLOG + 1)
 
 
 @pytest.fixture(scope="module")
