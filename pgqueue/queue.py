@@ -19,7 +19,7 @@ from pgqueue.config import ConnectionConfig, Settings, load_settings, resolve_ds
 from pgqueue.context import JobContext, describe
 from pgqueue.dispatch import execute_on, execute_on_sync
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
-from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueStorageError
+from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job
 from pgqueue.resources import query
@@ -119,6 +119,10 @@ class Queue:
                     kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
                 )
                 try:
+                    # One direct attempt first: a host that does not resolve or a refused login
+                    # fails now with libpq's own words, not after 30 s of the pool's silent retries.
+                    probe = await psycopg.AsyncConnection.connect(dsn, connect_timeout=10)
+                    await probe.close()
                     await pool.open(wait=True, timeout=30)
                 except Exception as exc:
                     raise QueueStorageError(f"cannot connect to the database: {exc}") from exc
@@ -284,6 +288,11 @@ class Queue:
         Raises :class:`~pgqueue.QueueRetryError` for an unknown failure id or a passed deadline;
         the failure record then stays.
         """
+        try:
+            failure_id = uuid.UUID(str(failure_id))
+        except ValueError:
+            raise QueueRetryError(f"{failure_id!r} is not a failure id (a UUID, the id column of "
+                                  "pgqueue.failed_jobs); nothing was retried") from None
         pool = await self.pool(connection)
         with storage_errors(f"retrying failed job {failure_id}"):
             async with pool.connection() as conn:

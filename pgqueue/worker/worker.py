@@ -22,6 +22,7 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import lookup
 from pgqueue.resources import query
+from pgqueue.storage import translate
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.notifier import Notifier
 
@@ -247,7 +248,8 @@ class Worker:
                 continue
             except psycopg.Error as exc:
                 if (exc.sqlstate or "")[:2] in ("42", "3F"):
-                    raise  # not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault
+                    # Not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault.
+                    raise translate(exc, "reserving jobs") from exc
                 # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
                 # expired final attempt) must not kill the worker: keep trying with backoff.
                 logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
