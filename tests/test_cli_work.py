@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from pgqueue import Queue
+from pgqueue.resources import query
 
 from tests.cli_jobs import Broken, FailsOnce, Quick
-from tests.cli_support import one_error_line, pgqueue, pgqueue_all
+from tests.cli_support import cli_env, command, one_error_line, pgqueue, pgqueue_all
 
 Conn = psycopg.Connection[Any]
 
@@ -73,3 +77,22 @@ def test_work_configuration_errors_exit_2(dsn: str, tmp_path: Path) -> None:
     for ((args, expected), result) in zip(cases, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)
         assert expected in one_error_line(result.stderr)
+
+
+def test_status_counts_listening_workers(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    worker = subprocess.Popen([*command(), "queue:work", "--queue", "cli", "--app", "tests.cli_jobs", "--dsn", dsn],
+                              cwd=tmp_path, env=cli_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait (bounded) for the worker's LISTEN session to show up in pg_stat_activity.
+        deadline = time.monotonic() + 60
+        while conn.execute(query("listening_workers")).fetchone() != (1,):
+            assert worker.poll() is None, worker.communicate()[1]
+            assert time.monotonic() < deadline, "the worker never started listening"
+            time.sleep(0.05)
+        status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
+        assert "workers listening: 1" in status.stdout, status.stdout
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, log = worker.communicate(timeout=60)
+    assert worker.returncode == 0, log
