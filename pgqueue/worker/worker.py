@@ -311,10 +311,26 @@ class Worker:
             raise
 
     async def _reserve(self, limit: int) -> list[Any]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(query("reserve"), (self.queues, limit, self.lease))
-            rows: list[Any] = await cur.fetchall()
-            return rows
+        """Reserve up to ``limit`` jobs; pending acks ride along in the same transaction
+        (one round trip in pipeline mode, one commit for both)."""
+        ids, tokens = self.completer.take()
+        if not ids:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(query("reserve"), (self.queues, limit, self.lease))
+                rows: list[Any] = await cur.fetchall()
+                return rows
+        try:
+            async with self.pool.connection() as conn:
+                async with conn.pipeline(), conn.transaction():
+                    acked = await conn.execute(query("ack"), (ids, tokens))
+                    cur = await conn.execute(query("reserve"), (self.queues, limit, self.lease))
+                refused = await acked.fetchall()
+                rows = await cur.fetchall()
+        except BaseException:
+            self.completer.give_back(ids, tokens)
+            raise
+        self.completer.settled(ids, refused)
+        return rows
 
     async def _next_due(self) -> float | None:
         async with self.pool.connection() as conn:
