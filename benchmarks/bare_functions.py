@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Iterator
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from pgqueue import migrate
 from pgqueue.resources import query
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -20,9 +20,10 @@ import pstats
 import time
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from pgqueue import Job, JobContext, Queue, load_settings, migrate
 from pgqueue.resources import query
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class SendReceipt(Job):

@@ -137,7 +137,7 @@ async def enqueue_bulk(dsn: str, jobs: int, chunk: int = 10_000) -> float:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def drain(admin: str, jobs: int, concurrency: int) -> dict[str, Any]:

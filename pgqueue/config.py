@@ -62,6 +62,9 @@ class ConnectionConfig:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     # PgBouncer in transaction mode cannot keep server-side prepared statements.
     prepared_statements: bool = True
+    # The DSN goes through a transaction-mode pooler (PgBouncer): no prepared statements, and
+    # LISTEN only through listen_dsn (a direct connection); without one, workers poll.
+    transaction_pooler: bool = False
 
     def __post_init__(self) -> None:
         if self.driver not in ("database", "sync"):
@@ -153,7 +156,7 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 
 def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionConfig:
     known = {"driver", "dsn", "listen_dsn", "queue", "retry_after", "lease_margin", "timeout", "tries",
-             "backoff", "max_payload_bytes", "prepared_statements"}
+             "backoff", "max_payload_bytes", "prepared_statements", "transaction_pooler"}
     unknown = set(table) - known
     if unknown:
         raise QueueConfigurationError(

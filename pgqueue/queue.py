@@ -112,7 +112,8 @@ class Queue:
             if pool is None:
                 # One pool per DSN, whichever call opens it first (open() passes no connection):
                 # any database connection on this DSN that is behind PgBouncer turns them off.
-                prepared = all(c.prepared_statements for c in self.settings.connections.values()
+                prepared = all(c.prepared_statements and not c.transaction_pooler
+                               for c in self.settings.connections.values()
                                if c.driver == "database" and (c.dsn or self._dsn) == dsn)
                 pool = AsyncConnectionPool(
                     dsn, min_size=1, max_size=self.pool_size, open=False, name="pgqueue",

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from pgqueue import Queue, Settings, Worker, load_settings
 
 NO_PYPROJECT = Path("/nonexistent/pyproject.toml")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import pgqueue
 import pytest
+
+import pgqueue
 from pgqueue import (
     Backoff,
     Job,
@@ -21,7 +22,6 @@ from pgqueue import (
     QueueStorageError,
     load_settings,
 )
-
 from tests.api_support import queue, settings_for
 
 __all__ = ["queue"]

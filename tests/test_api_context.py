@@ -8,8 +8,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgqueue import Job, JobContext, Queue, QueueLeaseError
 
+from pgqueue import Job, JobContext, Queue, QueueLeaseError
 from tests.api_support import failed_rows, job_rows, queue, run_worker
 
 __all__ = ["queue"]

@@ -9,6 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
+
 from pgqueue import (
     Job,
     JobContext,
@@ -18,10 +22,6 @@ from pgqueue import (
     QueuePayloadError,
     load_settings,
 )
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from sqlalchemy.orm import Session
-
 from tests.api_support import NO_PYPROJECT, failed_rows, job_rows, queue, settings_for
 
 __all__ = ["queue"]

@@ -7,8 +7,8 @@ import uuid
 
 import psycopg
 import pytest
-from pgqueue import FailedJob, Job, JobContext, Queue, QueueRetryError
 
+from pgqueue import FailedJob, Job, JobContext, Queue, QueueRetryError
 from tests.api_support import failed_rows, job_rows, queue, run_worker
 
 __all__ = ["queue"]

@@ -8,11 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-import pgqueue
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import pgqueue
 from pgqueue import (
     Backoff,
     Envelope,
@@ -25,7 +26,6 @@ from pgqueue import (
     registered_jobs,
 )
 from pgqueue.jobs import lookup
-
 from tests.api_support import failed_rows, job_rows, queue, run_worker, settings_for
 
 __all__ = ["queue"]  # the fixture, imported for the tests below

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 from pgqueue.embedded import EmbeddedPostgres
-
 from tests.cli_support import pgqueue
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
 from pgqueue import Queue
 from pgqueue.resources import query
-
 from tests.cli_jobs import Broken, FailsOnce, Quick
 from tests.cli_support import cli_env, command, one_error_line, pgqueue, pgqueue_all
 

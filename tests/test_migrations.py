@@ -12,9 +12,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from pgqueue import migrate
 from pgqueue.resources import sql_dir, versions_dir
-
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgqueue.resources import query, sql_file
 
+from pgqueue.resources import query, sql_file
 from tests.helpers import dsn_for_database
 from tests.sql_calls import Conn, reserve, scalar
 

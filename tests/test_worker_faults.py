@@ -13,10 +13,10 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from pgqueue import JobContext, Queue
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.resources import query
-
 from tests.worker_jobs import LedgerJob, Probe
 from tests.worker_support import (
     Runs,

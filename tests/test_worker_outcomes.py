@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pgqueue import JobContext, Queue, QueueLeaseError, QueuePayloadError
 
+from pgqueue import JobContext, Queue, QueueLeaseError, QueuePayloadError
 from tests.helpers import envelope
 from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
 from tests.worker_support import failures, finish, hooks, jobs, queue, rows, scalar

@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from pgqueue import JobContext, Queue
-
 from tests.worker_jobs import Patient, Probe, Retrying
 from tests.worker_support import Runs, failures, finish, hooks, jobs, queue, runs, scalar, wait_event
 

@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from pgqueue import JobContext, Queue, Worker
 
+from pgqueue import JobContext, Queue, Worker
 from tests.worker_jobs import Probe
 from tests.worker_support import Runs, finish, hooks, jobs, queue, runs, wait_event
 

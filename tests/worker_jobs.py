@@ -15,6 +15,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 import psycopg
+
 from pgqueue import Job, JobContext
 
 Hook = Callable[["Probe", JobContext], Awaitable[None]]

@@ -14,7 +14,6 @@ import logging
 import sys
 
 from pgqueue import Queue
-
 from tests import worker_jobs  # noqa: F401  (registers the job types)
 from tests.worker_support import settings_for
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgqueue import Queue, Settings, Worker, load_settings
 from psycopg.rows import dict_row
 
+from pgqueue import Queue, Settings, Worker, load_settings
 from tests.worker_jobs import HOOKS, LEDGER_DDL, Hook
 
 NO_PYPROJECT = Path("/nonexistent/pyproject.toml")

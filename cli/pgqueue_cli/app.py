@@ -18,11 +18,11 @@ import time
 import uuid
 from typing import Annotated
 
-import pgqueue
 import typer
+
+import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.jobs import lookup
-
 from pgqueue_cli import render
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -126,6 +126,7 @@ def migrate_command(
 
 def _head() -> str:
     from alembic.script import ScriptDirectory
+
     from pgqueue import migrate as migrations
 
     return ", ".join(ScriptDirectory.from_config(migrations.alembic_config()).get_heads())

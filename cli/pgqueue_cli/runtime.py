@@ -14,6 +14,8 @@ from typing import NoReturn, ParamSpec, TypeVar
 
 import psycopg
 import typer
+from psycopg.conninfo import conninfo_to_dict
+
 from pgqueue import load_settings, registered_jobs
 from pgqueue.config import ConnectionConfig, Settings, resolve_dsn
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
@@ -21,7 +23,6 @@ from pgqueue.errors import QueueConfigurationError, QueueError
 from pgqueue.queue import Queue
 from pgqueue.resources import query
 from pgqueue.storage import NOT_MIGRATED
-from psycopg.conninfo import conninfo_to_dict
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -128,8 +128,17 @@ class Worker:
         self.timeout_cap = timeout
         self.fetch_cooldown = float(fetch_cooldown)
         self.scope = scope
+        direct = listen_dsn or config.listen_dsn
+        if listen and config.transaction_pooler and not direct:
+            # Through a transaction pooler the LISTEN lands on whichever server connection
+            # the pooler picks, and notifications are silently lost.
+            logger.warning(
+                "pgqueue: connection %r goes through a transaction pooler and has no listen_dsn: "
+                "LISTEN is off and the worker polls every %.1fs; set listen_dsn to a direct "
+                "connection to PostgreSQL for instant wake-ups", config.name, poll_interval)
+            listen = False
         self.listen = listen
-        self.listen_dsn = listen_dsn or config.listen_dsn or queue.dsn
+        self.listen_dsn = direct or queue.dsn
         self.stats = WorkerStats()
         self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
         self._settler = _Settler(self)
