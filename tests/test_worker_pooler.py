@@ -1,0 +1,30 @@
+"""A worker on a connection behind a transaction-mode pooler never LISTENs through it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pgqueue import Queue
+from tests.worker_support import settings_for
+
+
+async def test_pooler_without_listen_dsn_polls_and_says_so(dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with Queue(settings=settings_for(dsn, transaction_pooler=True)) as queue:
+        with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
+            worker = await queue.worker(poll_interval=0.5)
+        assert worker.listen is False
+        assert worker.notifier is None
+        assert "transaction pooler" in caplog.text and "listen_dsn" in caplog.text
+        pool = await queue.pool()
+        assert pool.kwargs["prepare_threshold"] is None
+
+
+async def test_pooler_with_listen_dsn_listens_directly(dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with Queue(settings=settings_for(dsn, transaction_pooler=True, listen_dsn=dsn)) as queue:
+        with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
+            worker = await queue.worker()
+        assert worker.listen is True
+        assert worker.listen_dsn == dsn
+        assert "transaction pooler" not in caplog.text
