@@ -5,7 +5,7 @@ run them with a :class:`~pgqueue.worker.Worker`, and inspect failures from SQL o
 
 The public API:
 
-- :class:`Job`, :func:`job` — defining jobs; :class:`JobContext` — what a handler receives.
+- :class:`Job`, :func:`job` (:class:`JobFactory`, :class:`FunctionJob`) — defining jobs; :class:`JobContext` — what a handler receives.
 - :class:`Backoff` — retry delays.
 - :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
@@ -30,7 +30,7 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
-from pgqueue.jobs import Job, job, registered_jobs
+from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
 from pgqueue.worker import Worker, WorkerStats
 
@@ -42,8 +42,10 @@ __all__ = [
     "Envelope",
     "FailedJob",
     "FailedJobRepository",
+    "FunctionJob",
     "Job",
     "JobContext",
+    "JobFactory",
     "Queue",
     "QueueConfigurationError",
     "QueueDispatchError",

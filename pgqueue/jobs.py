@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, dataclass_transform
 from uuid import UUID
 
 from pgqueue.backoff import Backoff
@@ -136,10 +136,19 @@ class FunctionJob(Job, register=False):
         await type(self)._function(**kwargs)
 
 
+class JobFactory(Protocol):
+    """What ``@job`` makes of a function, as type checkers see it: call it with the job's
+    args (keywords) to get a dispatchable job. At run time it is a :class:`FunctionJob` subclass."""
+
+    name: str
+
+    def __call__(self, **args: Any) -> FunctionJob: ...
+
+
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0) -> Callable[[Callable[..., Awaitable[Any]]], type[FunctionJob]]:
+        priority: int = 0) -> Callable[[Callable[..., Awaitable[Any]]], JobFactory]:
     """Turn an async function into a job type::
 
         @job(queue="emails", tries=5)
@@ -150,7 +159,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
     A parameter named ``context`` receives the :class:`JobContext`; the others are the args.
     """
 
-    def decorate(function: Callable[..., Awaitable[Any]]) -> type[FunctionJob]:
+    def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:
         if not inspect.iscoroutinefunction(function):
             raise QueueConfigurationError(f"@job needs an async function, got {function!r}")
         signature = inspect.signature(function)
@@ -180,6 +189,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "_wants_context": "context" in signature.parameters,
             **defaults,
         }
-        return type(function.__name__, (FunctionJob,), namespace)
+        made: type[FunctionJob] = type(function.__name__, (FunctionJob,), namespace)
+        return made  # type: ignore[return-value]  # a class satisfies the protocol at run time
 
     return decorate
