@@ -5,7 +5,8 @@ run them with a :class:`~pgqueue.worker.Worker`, and inspect failures from SQL o
 
 The public API:
 
-- :class:`Job`, :func:`job` (:class:`JobFactory`, :class:`FunctionJob`) — defining jobs; :class:`JobContext` — what a handler receives.
+- :class:`Job`, :func:`job` (:class:`JobFactory`, :class:`FunctionJob`) — defining jobs;
+  :class:`JobContext` — what a handler receives.
 - :class:`Backoff` — retry delays.
 - :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
