@@ -38,3 +38,21 @@ def storage_errors(what: str) -> Iterator[None]:
 def params(*values: Any) -> tuple[Any, ...]:
     """Positional parameters for a named statement (a readable spelling at call sites)."""
     return values
+
+
+# SQLSTATE classes worth retrying after a pause: connection exceptions (08), transaction
+# rollbacks such as serialization failures and deadlocks (40), insufficient resources (53),
+# operator intervention such as a server shutdown or a statement timeout (57).
+_TRANSIENT_CLASSES = ("08", "40", "53", "57")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a database error is worth retrying after a pause (the worker keeps going)."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(error, PoolTimeout | OSError | psycopg.OperationalError | psycopg.errors.PipelineAborted):
+        return True
+    if isinstance(error, psycopg.Error):
+        state = error.sqlstate or ""
+        return state[:2] in _TRANSIENT_CLASSES
+    return False

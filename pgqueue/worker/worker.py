@@ -22,7 +22,7 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import lookup
 from pgqueue.resources import query
-from pgqueue.storage import translate
+from pgqueue.storage import is_transient, translate
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.notifier import Notifier
 
@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("pgqueue.worker")
 
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
-
-_TRANSIENT = (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.errors.AdminShutdown,
-              PoolTimeout, OSError)
 
 
 @dataclass
@@ -250,19 +247,19 @@ class Worker:
             self._wakeup.clear()
             try:
                 rows = await self._reserve_shielded(free)
-            except _TRANSIENT as exc:
-                logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            except psycopg.Error as exc:
-                if (exc.sqlstate or "")[:2] in ("42", "3F"):
+            except Exception as exc:
+                if is_transient(exc):
+                    logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
+                elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
+                    # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
+                    # expired final attempt) must not kill the worker: keep trying with backoff.
+                    logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
+                                 type(exc).__name__, exc, backoff)
+                elif isinstance(exc, psycopg.Error):
                     # Not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault.
                     raise translate(exc, "reserving jobs") from exc
-                # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
-                # expired final attempt) must not kill the worker: keep trying with backoff.
-                logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
-                             type(exc).__name__, exc, backoff)
+                else:
+                    raise
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -355,7 +352,9 @@ class Worker:
             self._rescheduled.clear()
             try:
                 due = await self._next_due()
-            except _TRANSIENT as exc:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 logger.warning("pgqueue: reading the next due time failed (%s)", exc)
                 due = None
             cap = poll_deadline - loop.time()
