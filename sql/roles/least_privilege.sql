@@ -1,0 +1,100 @@
+-- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
+--
+--   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many); nothing else
+--   pgqueue_worker    reserve, ack, release, release_unstarted, extend, fail, next_due; LISTEN
+--   pgqueue_operator  read jobs, failed_jobs and queue_stats; retry_failed, retry_failed_all,
+--                     forget_failed, flush_failed, clear
+--
+-- How: none of the three gets any privilege on a table or the sequence. The stored functions
+-- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
+-- producer can insert a job only through enqueue's validation and can never read another
+-- job's args; a worker can change a job only through the fenced functions (no UPDATE that
+-- skips the token check); only operators read failures, which may hold business data.
+--
+-- Run it as the role that owns the pgqueue schema (the one that ran `pgqueue migrate`), in
+-- the application's database, after every migration (a migration that replaces a function
+-- resets it to SECURITY INVOKER: the roles are then refused, never granted more):
+--
+--     psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -f sql/roles/least_privilege.sql
+--
+-- Then give your login roles their group:
+--
+--     create role web login password '...' in role pgqueue_producer;
+--     create role jobs login password '...' in role pgqueue_worker;
+--     create role oncall login password '...' in role pgqueue_operator;
+--
+-- The script is idempotent. The group roles are cluster-wide; the grants are per database.
+
+do $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['pgqueue_producer', 'pgqueue_worker', 'pgqueue_operator'] loop
+        if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            execute format('create role %I nologin', v_role);
+        end if;
+    end loop;
+end
+$$;
+
+-- Nothing for PUBLIC: PostgreSQL grants EXECUTE on new functions to PUBLIC by default.
+revoke all on schema pgqueue from public;
+revoke all on all tables in schema pgqueue from public;
+revoke all on all sequences in schema pgqueue from public;
+revoke all on all functions in schema pgqueue from public;
+
+-- Run as the owner, with a search_path no caller can plant objects in (pg_temp last).
+alter function pgqueue.enqueue(jsonb, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_many(jsonb, double precision[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.reserve(text[], integer, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.ack(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.release(uuid, bigint, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.release_unstarted(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.extend(uuid, bigint, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.fail(uuid, bigint, text, text, text, text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.next_due(text[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.retry_failed(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.retry_failed_all(text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.forget_failed(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.flush_failed(text, interval)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.clear(text)
+    security definer set search_path = pg_catalog, pg_temp;
+
+grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
+
+grant execute on function
+    pgqueue.enqueue(jsonb, double precision),
+    pgqueue.enqueue_many(jsonb, double precision[])
+to pgqueue_producer;
+
+grant execute on function
+    pgqueue.reserve(text[], integer, double precision),
+    pgqueue.ack(uuid[], bigint[]),
+    pgqueue.release(uuid, bigint, double precision),
+    pgqueue.release_unstarted(uuid[], bigint[]),
+    pgqueue.extend(uuid, bigint, double precision),
+    pgqueue.fail(uuid, bigint, text, text, text, text),
+    pgqueue.next_due(text[])
+to pgqueue_worker;
+
+grant execute on function
+    pgqueue.retry_failed(uuid),
+    pgqueue.retry_failed_all(text),
+    pgqueue.forget_failed(uuid),
+    pgqueue.flush_failed(text, interval),
+    pgqueue.clear(text)
+to pgqueue_operator;
+grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;

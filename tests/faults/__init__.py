@@ -1,0 +1,1 @@
+"""Fault, load and bad-input tests: real worker processes, injected faults, one ledger."""

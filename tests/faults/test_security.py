@@ -1,0 +1,187 @@
+"""Security: payloads never import code, SQL is parameterised, and least-privilege roles hold."""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from pgqueue import Queue
+from tests.faults.fault_jobs import EchoJob, LedgerJob
+from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
+from tests.faults.ledger import check_ledger
+from tests.helpers import envelope
+
+ROLES_SQL = REPO / "sql" / "roles" / "least_privilege.sql"
+
+
+async def drain(queue: Queue, queues: tuple[str, ...] = ("default",)) -> None:
+    worker = await queue.worker(queues=queues, concurrency=4, listen=False, poll_interval=0.2)
+    await worker.run(stop_when_empty=True)
+
+
+async def test_job_names_in_payloads_never_import_or_run_code(in_process_ledger: str, producer: Queue,
+                                                             tmp_path: Path, fault_report: FaultReport) -> None:
+    dsn = in_process_ledger
+    marker = tmp_path / "pwned"
+    modules = [m for m in ("this", "antigravity", "json.tool", "http.server") if m not in sys.modules]
+    names = ["os:system", "subprocess:run", "builtins:eval", "pickle:loads",
+             *(f"{m}:main" for m in modules), "tests.faults.fault_jobs:LedgerJob", "../../etc/passwd"]
+    args = {"command": f"touch {marker}", "args": [["touch", str(marker)]], "source": f"open('{marker}','w')"}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        hostile = [conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope(name=n, args=args)),)).fetchone()[0]  # type: ignore[index]
+                   for n in names]
+    await producer.push_many([LedgerJob(n=i) for i in range(10)])
+    await drain(producer)
+
+    assert not marker.exists()
+    assert [m for m in modules if m in sys.modules] == []
+    with psycopg.connect(dsn) as conn:
+        reasons = dict(conn.execute("select job_id, reason from pgqueue.failed_jobs").fetchall())
+    assert [reasons[i] for i in hostile] == ["unknown_job"] * len(names)
+    report = check_ledger(dsn)
+    assert (report.completed, report.failed) == (10, len(names))
+    fault_report.add("hostile job names (module paths, os:system)", len(names), report)
+
+
+def test_the_library_has_no_pickle_and_no_dynamic_import() -> None:
+    source = "\n".join(p.read_text() for p in (REPO / "pgqueue").rglob("*.py"))
+    found = re.findall(r"\b(pickle|marshal|shelve|import_module|__import__|eval\(|exec\()", source)
+    assert found == []
+
+
+NASTY = [
+    "it's",
+    'say "hi"; drop table pgqueue.jobs; --',
+    "$$; select pg_sleep(10); $$",
+    "$tag$ $$ ' \" \\ %s %(x)s {0} ?",
+    "E'\\x41' || chr(39)",
+    "naïve 日本 🚀",
+]
+
+
+async def test_quotes_semicolons_and_dollars_are_stored_verbatim(in_process_ledger: str, producer: Queue,
+                                                                fault_report: FaultReport) -> None:
+    dsn = in_process_ledger
+    queues = tuple(f"q {text[:150]}" for text in NASTY)
+    sent = {}
+    for queue_name, text in zip(queues, NASTY, strict=True):
+        data = {text: [text, {"k": text}], "n": 1}
+        [ok] = await producer.push_many([EchoJob(text=text, data=data)], queue=queue_name)
+        failing = await producer.push(EchoJob(text=text, data=data, fail=True), queue=queue_name)
+        sent[ok] = sent[failing] = (queue_name, text, data)
+    assert {s.queue for s in await producer.stats()} == set(queues)
+    await drain(producer, queues)
+
+    with psycopg.connect(dsn) as conn:
+        echoed = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("select job_id, queue, text, data from fault_echo")}
+    assert echoed == sent  # what each handler received, byte for byte
+    repository = await producer.failed()
+    for queue_name, text in zip(queues, NASTY, strict=True):
+        [failure] = await repository.all(queue=queue_name)
+        assert (failure.queue, failure.args["text"], failure.args["data"]) == sent[failure.job_id]
+        assert failure.message == f"asked to fail: {text}"
+        await producer.retry_failed(failure.id)
+        assert await producer.clear(queue=queue_name) == 1
+    assert scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+    assert scalar(dsn, "select to_regclass('pgqueue.jobs') is not null")
+
+
+@pytest.fixture
+def roles(dsn: str) -> Iterator[dict[str, str]]:
+    """The least-privilege script applied to the test's database, and one login role per group."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(ROLES_SQL.read_bytes())
+        suffix = uuid.uuid4().hex[:8]
+        logins = {group: f"pgq_{group}_{suffix}" for group in ("producer", "worker", "operator")}
+        for group, login in logins.items():
+            conn.execute(sql.SQL("create role {} login in role {}").format(
+                sql.Identifier(login), sql.Identifier(f"pgqueue_{group}")))
+    try:
+        yield {group: make_conninfo(dsn, user=login) for group, login in logins.items()}
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for login in logins.values():
+                conn.execute(sql.SQL("select pg_terminate_backend(pid) from pg_stat_activity where usename = {}")
+                             .format(sql.Literal(login)))
+                conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(login)))
+
+
+def refused(dsn: str, statement: str, params: tuple[object, ...] | None = None) -> bool:
+    """Whether ``statement`` is refused for lack of privilege."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            conn.execute(statement.encode(), params)
+        except psycopg.errors.InsufficientPrivilege:
+            return True
+    return False
+
+
+async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pyproject: Path) -> None:
+    from tests.faults import fault_jobs
+
+    fault_jobs.use_ledger(dsn)  # the test's own superuser connection writes the ledger
+    queues = {group: Queue(settings=fault_settings(role_dsn, fault_pyproject)) for group, role_dsn in roles.items()}
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("create table fault_ledger (job_id uuid, attempt int, token bigint, worker_pid int)")
+            conn.execute("create table fault_echo (job_id uuid, queue text, text text, data jsonb)")
+        producer, worker_queue, operator = queues["producer"], queues["worker"], queues["operator"]
+
+        # The producer enqueues, one by one and in bulk, and can do nothing else.
+        await producer.push(LedgerJob(n=1))
+        await producer.push_many([LedgerJob(n=2), EchoJob(text="fails", fail=True)])
+        p = roles["producer"]
+        assert refused(p, "select * from pgqueue.jobs")
+        assert refused(p, "select * from pgqueue.failed_jobs")
+        assert refused(p, "insert into pgqueue.jobs (id, queue, envelope, max_tries) values (gen_random_uuid(), 'x', "
+                          "'{}', 1)")
+        assert refused(p, "select * from pgqueue.reserve(array['default'], 10, 30)")
+        assert refused(p, "select * from pgqueue.ack(array[gen_random_uuid()], array[1::bigint])")
+        assert refused(p, "select pgqueue.retry_failed(gen_random_uuid())")
+        assert refused(p, "select pgqueue.clear('default')")
+        assert refused(p, "select * from pgqueue.queue_stats")
+        assert refused(p, "select nextval('pgqueue.lease_token_seq')")
+
+        # The worker runs them (reserve, LISTEN, ack, fail) and can do nothing else.
+        worker = await worker_queue.worker(concurrency=2, poll_interval=0.2)
+        await worker.run(stop_when_empty=True)
+        assert (worker.stats.succeeded, worker.stats.failed) == (2, 1)
+        w = roles["worker"]
+        assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
+        assert refused(w, "select * from pgqueue.jobs")
+        assert refused(w, "update pgqueue.jobs set token = null")
+        assert refused(w, "select * from pgqueue.failed_jobs")
+        assert refused(w, "select pgqueue.retry_failed(gen_random_uuid())")
+        assert refused(w, "select pgqueue.flush_failed()")
+        assert refused(w, "select pgqueue.clear('default')")
+
+        # The operator reads and retries failures and can neither enqueue nor run jobs.
+        repository = await operator.failed()
+        [failure] = await repository.all()
+        assert failure.args == {"text": "fails", "data": None, "fail": True}
+        assert [s.queue for s in await operator.stats()] == ["default"]
+        assert await operator.retry_failed(failure.id) == failure.job_id
+        assert await operator.clear() == 1
+        o = roles["operator"]
+        assert refused(o, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
+        assert refused(o, "select * from pgqueue.reserve(array['default'], 10, 30)")
+        assert refused(o, "select * from pgqueue.ack(array[gen_random_uuid()], array[1::bigint])")
+        assert refused(o, "delete from pgqueue.failed_jobs")
+        assert refused(o, "update pgqueue.jobs set attempts = 0")
+        assert refused(o, "insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, reason) "
+                          "values (gen_random_uuid(), 'd', 'q', '{}', 1, 'exception')")
+        assert not refused(o, "select count(*) from pgqueue.jobs")
+    finally:
+        for queue in queues.values():
+            await queue.close()
+        await fault_jobs.close_ledger()
+        fault_jobs.use_ledger(None)

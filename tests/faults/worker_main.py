@@ -1,0 +1,58 @@
+"""A worker process for the fault tests: ``python -m tests.faults.worker_main --dsn ...``.
+
+Builds a :class:`pgqueue.Queue`, imports the fault jobs, runs one worker with signal
+handlers installed and prints its stats as one JSON line on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pgqueue
+from tests.faults import fault_jobs
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="worker_main")
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--pyproject", default="/nonexistent/pyproject.toml")
+    parser.add_argument("--connection", default=None)
+    parser.add_argument("--queues", default="default")
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--poll-interval", type=float, default=5.0)
+    parser.add_argument("--listen-dsn", default=None)
+    parser.add_argument("--stop-when-empty", action="store_true")
+    return parser.parse_args(argv)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    settings = pgqueue.load_settings(Path(args.pyproject), dsn=args.dsn, environ={})
+    queue = pgqueue.Queue(settings=settings)
+    try:
+        worker = await queue.worker(args.connection, queues=args.queues.split(","), concurrency=args.concurrency,
+                                    poll_interval=args.poll_interval, listen_dsn=args.listen_dsn)
+        worker.install_signal_handlers()
+        await worker.run(stop_when_empty=args.stop_when_empty)
+        print(json.dumps({"stats": asdict(worker.stats), "acked": worker.completer.acked,
+                          "refused": worker.completer.refused}), flush=True)
+    finally:
+        await fault_jobs.close_ledger()
+        await queue.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one worker until it is stopped (SIGTERM/SIGINT) or, with --stop-when-empty, idle."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    return asyncio.run(_main(_arguments(sys.argv[1:] if argv is None else argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
