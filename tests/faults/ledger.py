@@ -6,6 +6,8 @@ Installed into a test's database by :func:`install_ledger`:
   written by the handler itself (see :mod:`tests.faults.fault_jobs`);
 - ``fault_dispatched``: every job id ever inserted into ``pgqueue.jobs`` (an AFTER INSERT
   trigger), so the checker knows what was dispatched without trusting the producer;
+- ``fault_reservations``: every token handed out (an AFTER UPDATE trigger on the token), with
+  the attempts it came with, whether or not a handler ever ran under it;
 - ``fault_acks``: every row deleted from ``pgqueue.jobs`` (an AFTER DELETE trigger) with the
   token and attempts it carried and whether the same transaction recorded a failure for it
   (``fail``: ``pgqueue.fail`` or a reservation that gave up) or not (``ack``). A delete by
@@ -16,6 +18,9 @@ Installed into a test's database by :func:`install_ledger`:
 exactly once (never both, never neither); the accepted acknowledgement carried the highest
 token ever issued for the job (no superseded holder was accepted); the attempts recorded by
 handlers match the attempts column of the deleted row and of ``failed_jobs``.
+
+The checker assumes the run neither retries failures nor clears queues (both legitimately
+give one job id a second life), which no fault test does.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ create table if not exists fault_acks (
     at       timestamptz not null default clock_timestamp()
 );
 
+create table if not exists fault_reservations (
+    job_id   uuid        not null,
+    token    bigint      not null,
+    attempts integer     not null,
+    at       timestamptz not null default clock_timestamp()
+);
 create table if not exists fault_echo (
     job_id uuid  not null,
     queue  text  not null,
@@ -73,6 +84,16 @@ begin
     return null;
 end $$;
 
+create or replace function fault_note_reservation() returns trigger language plpgsql as $$
+begin
+    insert into fault_reservations (job_id, token, attempts) values (new.id, new.token, new.attempts);
+    return null;
+end $$;
+
+drop trigger if exists fault_reservations on pgqueue.jobs;
+create trigger fault_reservations after update of token on pgqueue.jobs
+    for each row when (new.token is not null and new.token is distinct from old.token)
+    execute function fault_note_reservation();
 drop trigger if exists fault_dispatched on pgqueue.jobs;
 create trigger fault_dispatched after insert on pgqueue.jobs
     for each row execute function fault_note_dispatch();
@@ -142,6 +163,9 @@ def check_ledger(dsn: str, *, allow_pending: bool = False) -> LedgerReport:
                 conn, "select job_id, attempt, token, worker_pid from fault_ledger order by token"):
             runs[job_id].append((attempt, token, pid))
         max_tries = dict(_fetch(conn, "select id, max_tries from pgqueue.jobs"))
+        issued: dict[uuid.UUID, dict[int, int]] = defaultdict(dict)
+        for job_id, token, attempts in _fetch(conn, "select job_id, token, attempts from fault_reservations"):
+            issued[job_id][token] = attempts
 
     report = LedgerReport(dispatched=len(dispatched))
     problems = report.problems
@@ -169,7 +193,13 @@ def check_ledger(dsn: str, *, allow_pending: bool = False) -> LedgerReport:
         tokens = [t for _, t, _ in job_runs]
         if len(set(tokens)) != len(tokens):
             problems.append(f"job {job_id}: a handler ran twice under one reservation (tokens {tokens})")
-        highest = max([*tokens, *(d[0] for d in job_deletes if d[0] is not None)], default=None)
+        reservations = issued.get(job_id, {})
+        for attempt, token, _pid in job_runs:
+            if reservations.get(token) != attempt:
+                problems.append(f"job {job_id}: a handler ran attempt {attempt} under token {token}, but that "
+                                f"reservation gave attempts={reservations.get(token)}")
+        # The highest token ever issued for the job, whether or not a handler ran under it.
+        highest = max([*reservations, *tokens], default=None)
 
         if job_id in live:
             if not allow_pending:
