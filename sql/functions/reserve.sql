@@ -22,8 +22,9 @@ declare
     v_remaining integer := p_max_jobs;
     v_queue text;
     v_priority smallint;
-    v_doomed integer;
-    v_rec record;
+    v_ids uuid[];
+    v_doomed boolean;
+    v_granted integer;
 begin
     if p_max_jobs is null or p_max_jobs < 1 then
         raise exception 'pgqueue.reserve: max_jobs must be >= 1, got %', p_max_jobs using errcode = '22023';
@@ -44,30 +45,34 @@ begin
         -- one index probe, and each reservation below is a clean range of the index.
         select max(j.priority) into v_priority from pgqueue.jobs j where j.queue = v_queue;
         while v_priority is not null and v_remaining > 0 loop
-            v_doomed := 0;
-            for v_rec in
-                -- The candidates are a range of jobs_reservation_idx. The rows to move or
-                -- grant are then found again by primary key through `id = any(array(...))`,
-                -- never by joining the table to the candidate list: once PL/pgSQL caches a
-                -- generic plan, it guesses a LIMIT of unknown size at 10% of the table and
-                -- would hash-join a sequential scan of the whole backlog into every call.
-                with candidate as (
-                    select j.id, j.attempts, j.max_tries, j.retry_until, j.token, j.available_at
-                    from pgqueue.jobs j
-                    where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_now
-                    order by j.available_at
-                    limit v_remaining
-                    for update skip locked
-                ), doomed as (
-                    delete from pgqueue.jobs j
-                    where j.id = any (array(
-                        select c.id from candidate c
-                        where c.attempts >= c.max_tries or c.retry_until < v_now))
-                    returning j.id, j.queue, j.envelope, j.attempts,
-                              case when j.retry_until < v_now then 'deadline_passed'
-                                   when j.token is not null then 'lease_expired_after_final_attempt'
-                                   else 'attempts_exhausted' end as reason
-                ), recorded as (
+            -- 1. Lock the candidates: a range of jobs_reservation_idx, oldest due first.
+            select array_agg(c.id order by c.available_at),
+                   coalesce(bool_or(c.attempts >= c.max_tries or c.retry_until < v_now), false)
+            into v_ids, v_doomed
+            from (
+                select j.id, j.available_at, j.attempts, j.max_tries, j.retry_until
+                from pgqueue.jobs j
+                where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_now
+                order by j.available_at
+                limit v_remaining
+                for update skip locked
+            ) c;
+
+            if v_ids is not null then
+                -- 2. Rarely: candidates that may not run again go to failed_jobs instead.
+                -- Rows are found again by primary key (`id = any(...)`), never by a join:
+                -- once PL/pgSQL caches a generic plan, it would guess a join input of unknown
+                -- size at 10% of the table and hash-join a sequential scan of the backlog.
+                if v_doomed then
+                    with doomed as (
+                        delete from pgqueue.jobs j
+                        where j.id = any (v_ids)
+                          and (j.attempts >= j.max_tries or j.retry_until < v_now)
+                        returning j.id, j.queue, j.envelope, j.attempts,
+                                  case when j.retry_until < v_now then 'deadline_passed'
+                                       when j.token is not null then 'lease_expired_after_final_attempt'
+                                       else 'attempts_exhausted' end as reason
+                    )
                     insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, message, reason)
                     select d.id, coalesce(d.envelope->>'connection', 'database'), d.queue, d.envelope, d.attempts,
                            case d.reason
@@ -77,53 +82,36 @@ begin
                                    d.attempts, d.attempts)
                                else format('all %s tries were used', d.attempts) end,
                            d.reason
-                    from doomed d
-                    returning 1
-                ), granted as (
+                    from doomed d;
+                end if;
+
+                -- 3. Grant the rest (the doomed rows are gone): attempts + 1, a fresh token,
+                -- the lease in available_at; returned in candidate order (oldest due first).
+                return query
+                with granted as (
                     update pgqueue.jobs j
                     set attempts = j.attempts + 1,
                         token = nextval('pgqueue.lease_token_seq'),
                         reserved_at = v_now,
                         available_at = v_now + v_lease
-                    where j.id = any (array(
-                        select c.id from candidate c
-                        where c.attempts < c.max_tries and (c.retry_until is null or c.retry_until >= v_now)))
+                    where j.id = any (v_ids)
                     returning j.id, j.token, j.attempts, j.max_tries, j.retry_until, j.available_at,
                               j.queue, j.priority, j.envelope
                 )
-                -- Granted jobs come back in candidate order (oldest due first).
-                select true as is_granted, g.id, g.token, g.attempts, g.max_tries, g.retry_until,
-                       g.available_at, g.queue, g.priority, g.envelope, c.available_at as due_at
-                from granted g join candidate c on c.id = g.id
-                union all
-                select false, null, null, null, null, null, null, null, null, null, null
-                from doomed
-                order by is_granted desc, due_at
-            loop
-                if v_rec.is_granted then
-                    id := v_rec.id;
-                    token := v_rec.token;
-                    attempts := v_rec.attempts;
-                    max_tries := v_rec.max_tries;
-                    retry_until := v_rec.retry_until;
-                    lease_expires_at := v_rec.available_at;
-                    lease_seconds_left := extract(epoch from v_rec.available_at - clock_timestamp());
-                    queue := v_rec.queue;
-                    priority := v_rec.priority;
-                    envelope := v_rec.envelope;
-                    v_remaining := v_remaining - 1;
-                    return next;
-                else
-                    v_doomed := v_doomed + 1;
-                end if;
-            end loop;
-            -- A full batch needs no further probe (one index probe less per call).
-            exit when v_remaining <= 0;
-            -- Doomed candidates took slots without filling them: look at this priority again.
-            if v_doomed = 0 then
-                select max(j.priority) into v_priority
-                from pgqueue.jobs j where j.queue = v_queue and j.priority < v_priority;
+                select g.id, g.token, g.attempts, g.max_tries, g.retry_until, g.available_at,
+                       extract(epoch from g.available_at - clock_timestamp())::double precision,
+                       g.queue, g.priority, g.envelope
+                from granted g
+                order by array_position(v_ids, g.id);
+                get diagnostics v_granted = row_count;
+                v_remaining := v_remaining - v_granted;
+                -- A full batch needs no further probe (one index probe less per call).
+                exit when v_remaining <= 0;
+                -- Doomed candidates took slots without filling them: look at this priority again.
+                continue when v_doomed;
             end if;
+            select max(j.priority) into v_priority
+            from pgqueue.jobs j where j.queue = v_queue and j.priority < v_priority;
         end loop;
     end loop;
 end

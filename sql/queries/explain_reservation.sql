@@ -2,8 +2,8 @@
 -- one queue and one priority level at a time, with the function's variables as parameters.
 -- Not run by the library: the tests EXPLAIN it at a 1,000,000-row backlog to prove that it
 -- is a range of jobs_reservation_idx (no sequential scan, no sort). Keep it identical to
--- the `candidate` CTE in reserve.sql when that changes.
-select j.id, j.attempts, j.max_tries, j.retry_until, j.token, j.available_at
+-- the candidate subquery in reserve.sql when that changes.
+select j.id, j.available_at, j.attempts, j.max_tries, j.retry_until
 from pgqueue.jobs j
 where j.queue = %(queue)s and j.priority = %(priority)s and j.available_at <= %(now)s
 order by j.available_at
