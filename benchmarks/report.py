@@ -188,6 +188,28 @@ def _targets(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _static_notes(results: dict[str, Any]) -> list[str]:
+    pg = results.get("environment", {}).get("postgresql", {})
+    notes = [
+        "PgQueuer runs on its psycopg driver (`PsycopgDriver`, one connection per worker, as its docs "
+        "show for psycopg). Its asyncpg drivers (`AsyncpgDriver`, `AsyncpgPoolDriver`) may be faster and "
+        "were not tried: asyncpg is not in the `bench` group.",
+        "Documented faster settings not used for the headline figures: PgQueuer's `durability=volatile` "
+        "(UNLOGGED tables; loses jobs on a crash) and procrastinate's `delete_jobs` (changes what is kept, "
+        "not speed). procrastinate's `fetch_job_polling_interval` was tried (delayed-job lateness, "
+        "`procrastinate poll0.5`); PgQueuer's default uncapped worker was tried (`PgQueuer unlimited`).",
+        "Single-job enqueue is bound by the commit's fsync on this machine (fsync=on, "
+        "synchronous_commit=on), so all systems land close together there.",
+        "Latencies are wall-clock differences between two processes on one machine (time.time()); "
+        "a value can be slightly negative when the handler starts before the producer's commit call returns.",
+    ]
+    if pg.get("autovacuum") == "off":
+        notes.insert(0, "**autovacuum is off on this PostgreSQL server** (server-wide setting), so "
+                        "pgqueue's per-table autovacuum settings never trigger: dead tuples in the sustained "
+                        "run are only reclaimed by page pruning. Production servers normally run autovacuum.")
+    return notes
+
+
 def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -329,7 +351,7 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
         lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
-    notes = results.get("notes", [])
+    notes = [*_static_notes(results), *results.get("notes", [])]
     if notes:
         lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
     report.write_text("\n".join(lines))
