@@ -22,9 +22,8 @@ from benchmarks.recorder import RECORDER
 
 
 async def run_pgqueue(dsn: str, mode: str, concurrency: int, variant: str, max_jobs: int | None = None) -> float:
-    from pgqueue import Queue
-
     from benchmarks.systems import pgqueue_job
+    from pgqueue import Queue
 
     pgqueue_job()
     async with Queue(dsn) as queue:
