@@ -3,38 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
-from pgqueue import Queue, Settings, Worker, load_settings
+from pgqueue import Queue, Worker
 
-NO_PYPROJECT = Path("/nonexistent/pyproject.toml")
-
-
-def settings_for(dsn: str) -> Settings:
-    """Settings with only ``dsn`` configured: no pyproject.toml, no environment."""
-    return load_settings(NO_PYPROJECT, dsn=dsn, environ={})
+# One definition of the settings and the open-queue fixture for every test module.
+from tests.worker_support import NO_PYPROJECT, queue, settings_for  # noqa: F401
 
 
-@pytest.fixture
-async def queue(dsn: str) -> AsyncIterator[Queue]:
-    """An open Queue on the test's own migrated database."""
-    q = Queue(settings=settings_for(dsn))
-    await q.open()
-    try:
-        yield q
-    finally:
-        await q.close()
-
-
-async def run_worker(queue: Queue, *, queues: tuple[str, ...] = ("default",), concurrency: int = 4,
+async def run_worker(target: Queue, *, queues: tuple[str, ...] = ("default",), concurrency: int = 4,
                      **options: Any) -> Worker:
     """Run a worker until no job is ready now; returns it (for its stats)."""
-    worker = await queue.worker(queues=queues, concurrency=concurrency, listen=False, **options)
+    worker = await target.worker(queues=queues, concurrency=concurrency, listen=False, **options)
     await worker.run(stop_when_empty=True)
     return worker
 

@@ -81,26 +81,26 @@ def template_database(pg_admin_dsn: str) -> Iterator[str]:
         conn.execute(f'drop database if exists "{name}" with (force)')
 
 
+def _throwaway_database(admin_dsn: str, prefix: str, template: str | None) -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    create = f'create database "{name}"' + (f' template "{template}"' if template else "")
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(create)
+    yield dsn_for_database(admin_dsn, name)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+
+
 @pytest.fixture
 def dsn(pg_admin_dsn: str, template_database: str) -> Iterator[str]:
     """A DSN to a fresh, migrated database of this test's own."""
-    name = f"pgqueue_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'create database "{name}" template "{template_database}"')
-    yield dsn_for_database(pg_admin_dsn, name)
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
+    yield from _throwaway_database(pg_admin_dsn, "pgqueue_test", template_database)
 
 
 @pytest.fixture
 def empty_dsn(pg_admin_dsn: str) -> Iterator[str]:
     """A DSN to a fresh database that was never migrated."""
-    name = f"pgqueue_empty_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'create database "{name}"')
-    yield dsn_for_database(pg_admin_dsn, name)
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
+    yield from _throwaway_database(pg_admin_dsn, "pgqueue_empty", None)
 
 
 @pytest.fixture
