@@ -98,6 +98,9 @@ async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when
         elapsed = time.perf_counter() - started
         if sampler is not None:
             sampler.cancel()
+            for mark in rss_at:  # marks reached in the last moments of the run
+                if str(mark) not in marks and processed >= mark:
+                    marks[str(mark)] = rss_mib()
         return {"processed": processed, "seconds": elapsed, "jobs_per_s": processed / elapsed,
                 "rss_mib": marks, "results": WORKER_RESULTS}
 
