@@ -272,11 +272,12 @@ class Envelope:
         return text
 
     @classmethod
-    def decode(cls, data: object, *, text: bool = True) -> Envelope:
+    def decode(cls, data: object, *, text: bool = True, job_id: uuid.UUID | None = None) -> Envelope:
         """Read a stored envelope; raises QueuePayloadError naming what is wrong.
 
         ``data`` is the parsed JSON value, or (with ``text``) JSON text to parse first. The
-        worker passes what psycopg parsed from jsonb, where a string is a JSON string.
+        worker passes what psycopg parsed from jsonb, where a string is a JSON string, and
+        the row's ``job_id``, which spares parsing the envelope's id when they agree.
         """
         if text and isinstance(data, str | bytes):
             try:
@@ -290,8 +291,9 @@ class Envelope:
             if not isinstance(args, dict):
                 raise QueuePayloadError(f"envelope args must be an object, got {type(args).__name__}")
             retry_until = data.get("retry_until")
+            stored_id = data["id"]
             return cls(
-                id=uuid.UUID(str(data["id"])),
+                id=job_id if job_id is not None and stored_id == str(job_id) else uuid.UUID(str(stored_id)),
                 name=_typed(data, "name", str),
                 args=args,
                 connection=_typed(data, "connection", str),

@@ -425,7 +425,7 @@ class Worker:
             await self._release_unstarted(job_id, token)
             return False
         try:
-            envelope = Envelope.decode(raw, text=False)
+            envelope = Envelope.decode(raw, text=False, job_id=job_id)
         except QueuePayloadError as exc:
             await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
             return True

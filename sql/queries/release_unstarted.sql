@@ -1,1 +1,1 @@
-select id, released from pgqueue.release_unstarted(%s::uuid[], %s::bigint[])
+select id, released from pgqueue.release_unstarted(%b::uuid[], %b::bigint[])
