@@ -347,7 +347,8 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
             lines += [f"- table size: max {fmt(max(x['table_bytes'] for x in samples) / 2**20, 1)} MiB, "
                       f"end {fmt(samples[-1]['table_bytes'] / 2**20, 1)} MiB; dead tuples: max "
                       f"{fmt(max(x['dead_tuples'] for x in samples))}, end {fmt(samples[-1]['dead_tuples'])}; "
-                      f"autovacuum runs: {fmt(samples[-1]['autovacuums'])}"]
+                      f"autovacuum runs: {fmt(samples[-1]['autovacuums'])}; VACUUM runs (worker maintenance): "
+                      f"{fmt(samples[-1].get('vacuums'))}"]
         lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]

@@ -65,12 +65,12 @@ async def run_sustained(admin_dsn: str, sizes: SustainedSizes, results: dict[str
                 row = await cur.fetchone()
                 now = time.monotonic()
                 assert row is not None
-                rows, size, dead, live, autovacuums = (int(v) for v in row)
+                rows, size, dead, live, autovacuums, vacuums = (int(v) for v in row)
                 done = enqueued - rows
                 samples.append({"t": now - started, "completed": done, "enqueued": enqueued,
                                 "jobs_per_s": (done - last_done) / (now - last_at), "rows": rows,
                                 "table_bytes": size, "dead_tuples": dead, "live_tuples": live,
-                                "autovacuums": autovacuums})
+                                "autovacuums": autovacuums, "vacuums": vacuums})
                 last_done, last_at = done, now
                 if len(samples) % max(1, round(60 / sizes.sample_seconds)) == 0:
                     log.info(f"sustained {now - started:5.0f}s: {done:,} done, {samples[-1]['jobs_per_s']:,.0f} "

@@ -158,6 +158,10 @@ def queue_work(
         "--listen/--no-listen",
         help="Wake on LISTEN/NOTIFY (--no-listen: poll every --poll-interval, e.g. behind PgBouncer "
              "without a listen_dsn).")] = True,
+    maintenance_interval: Annotated[float, typer.Option(
+        "--maintenance-interval",
+        help="How often to check whether pgqueue.jobs needs a VACUUM that autovacuum is not doing, in "
+             "seconds (0: never).")] = 10.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -176,6 +180,9 @@ def queue_work(
             fail(f"{what} must be > 0 seconds, got {value:g}", EXIT_CONFIG)
     if drain_timeout < 0:
         fail(f"--drain-timeout must be >= 0 seconds, got {drain_timeout:g}", EXIT_CONFIG)
+    if not maintenance_interval >= 0:
+        fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
+             EXIT_CONFIG)
     queues = parse_queues(queue)
     settings = pgqueue.load_settings(dsn=dsn)
     modules = import_apps(app_modules(apps, settings))
@@ -185,7 +192,8 @@ def queue_work(
     found = target(dsn, connection, announce=False)
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
-                           drain_timeout=drain_timeout, listen=listen)))
+                           drain_timeout=drain_timeout, listen=listen,
+                           maintenance_interval=maintenance_interval)))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
@@ -201,8 +209,8 @@ async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
         s = worker.stats
         logger.info("pgqueue: worker stopped after %.1fs: %d reservations processed, %d succeeded, %d retried, "
-                    "%d failed, %d leases lost", time.monotonic() - started, processed, s.succeeded, s.retried,
-                    s.failed, s.lost)
+                    "%d failed, %d leases lost, %d vacuums", time.monotonic() - started, processed, s.succeeded,
+                    s.retried, s.failed, s.lost, s.vacuums)
 
 
 # ------------------------------------------------------------------- failed jobs

@@ -24,6 +24,7 @@ from pgqueue.jobs import lookup
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
 from pgqueue.worker.completer import Completer
+from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class WorkerStats:
     retried: int = 0
     failed: int = 0
     lost: int = 0
+    #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
+    vacuums: int = 0
 
 
 class _Settler:
@@ -97,19 +100,34 @@ class Worker:
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
         fetch_cooldown: with a backlog, how long to wait for more slots to free up so the
             next reservation is a batch rather than a single job (seconds).
+        maintenance_interval: how often the worker checks whether ``pgqueue.jobs`` needs a
+            VACUUM (seconds, default 10; None or 0: never). It vacuums when the table has
+            at least its autovacuum threshold of dead tuples and autovacuum does not run on it
+            (off server-wide, or ``autovacuum_enabled = false`` on the table) or is lagging
+            (no VACUUM or autovacuum in the last ``vacuum_grace`` seconds). One worker of the
+            database at a time (advisory lock ``maintenance.VACUUM_LOCK_KEY``). The role must
+            own the table (or the database; PostgreSQL 17+: or hold MAINTAIN on it); otherwise
+            the worker warns once and stops maintaining. Behind a transaction pooler it needs a
+            direct ``listen_dsn``, else it is off.
+        vacuum_grace: with autovacuum on, how long after the last VACUUM or autovacuum the
+            worker defers to autovacuum (seconds, default 60).
     """
 
     def __init__(self, queue: Queue, config: ConnectionConfig, pool: AsyncConnectionPool[Any], *,
                  queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
-                 listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002) -> None:
+                 listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
+                 maintenance_interval: float | None = 10.0, vacuum_grace: float = 60.0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
             raise QueueConfigurationError(f"worker queues must be non-empty names, got {queues!r}")
         if not poll_interval > 0:
             raise QueueConfigurationError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        interval = 0.0 if maintenance_interval is None else check_seconds(
+            maintenance_interval, "maintenance_interval", " (None or 0: no table maintenance)")
+        grace = check_seconds(vacuum_grace, "vacuum_grace")
         self.queue = queue
         self.config = config
         self.pool = pool
@@ -137,6 +155,20 @@ class Worker:
         self.listen = listen
         self.listen_dsn = direct or queue.dsn
         self.stats = WorkerStats()
+        if interval and config.transaction_pooler and not direct:
+            # The VACUUM holds a session advisory lock, which a transaction pooler does not keep.
+            logger.warning(
+                "pgqueue: connection %r goes through a transaction pooler and has no listen_dsn: table "
+                "maintenance (VACUUM of pgqueue.jobs when autovacuum does not keep up) is off; set listen_dsn "
+                "to a direct connection to PostgreSQL to turn it on", config.name)
+            interval = 0.0
+        #: The table maintenance (None with ``maintenance_interval`` None or 0).
+        self.maintenance: Maintenance | None = None
+        if interval:
+            # The VACUUM's own connection: the pool's database, or the direct one behind a pooler.
+            vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or queue.dsn
+            self.maintenance = Maintenance(pool, vacuum_dsn, interval=interval, grace=grace,
+                                           vacuumed=self._vacuumed)
         self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
         self._settler = _Settler(self)
         self._wakeup = asyncio.Event()
@@ -160,6 +192,9 @@ class Worker:
         """Make the worker look for jobs now (called on NOTIFY)."""
         self.idle.clear()
         self._wakeup.set()
+
+    def _vacuumed(self) -> None:
+        self.stats.vacuums += 1
 
     def _reschedule(self) -> None:
         """A delayed job was enqueued: an idle worker re-reads the next due time."""
@@ -212,6 +247,9 @@ class Worker:
         notifier_task: asyncio.Task[None] | None = None
         if self.notifier is not None:
             notifier_task = asyncio.create_task(self.notifier.run(), name="pgqueue-notifier")
+        maintenance_task: asyncio.Task[None] | None = None
+        if self.maintenance is not None:
+            maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
         cancelled = False
         try:
             await self._fetch_loop(stop_when_empty, max_jobs)
@@ -219,6 +257,11 @@ class Worker:
             cancelled = True
             self.stop()
         finally:
+            if maintenance_task is not None:
+                # A VACUUM in progress is cancelled on the server; its connection closes.
+                maintenance_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await maintenance_task
             await self._drain()
             if notifier_task is not None:
                 notifier_task.cancel()

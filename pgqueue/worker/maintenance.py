@@ -1,0 +1,185 @@
+"""Table maintenance: a worker vacuums ``pgqueue.jobs`` when autovacuum does not.
+
+Every job leaves dead tuples behind (its reservation updates an indexed column, its ack
+deletes the row), so a busy queue depends on VACUUM to stay small and fast. Autovacuum does
+that when it runs; when it is off server-wide, disabled for the table, or lagging behind,
+the worker does it itself, deferring to autovacuum whenever autovacuum keeps up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool
+
+from pgqueue.errors import QueueConfigurationError, QueueStorageError
+from pgqueue.resources import query
+from pgqueue.storage import NOT_MIGRATED, is_transient
+
+logger = logging.getLogger("pgqueue.worker")
+
+#: The session advisory lock a worker holds while it vacuums ``pgqueue.jobs``, so only one
+#: session of the database vacuums at a time: ``0x7067717565756501`` ("pgqueue" and 1).
+VACUUM_LOCK_KEY = 0x7067717565756501
+
+_LOCK_NOT_AVAILABLE = "55P03"  # SKIP_LOCKED: another VACUUM holds the table
+
+
+def check_seconds(value: object, what: str, hint: str = "") -> float:
+    """Validate a worker option in seconds (a finite number >= 0); returns it as float."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise QueueConfigurationError(f"{what} must be a finite number of seconds >= 0{hint}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """What the statistics say about ``pgqueue.jobs`` (``sql/queries/maintenance_check.sql``)."""
+
+    dead_tuples: int
+    live_tuples: int
+    #: Seconds since the last VACUUM or autovacuum of the table; None: never (since the
+    #: statistics were reset).
+    since_vacuum: float | None
+    #: Whether autovacuum runs on the table: on server-wide and not disabled for the table.
+    autovacuum_applies: bool
+    #: Dead tuples at which autovacuum would vacuum (the table's reloption, else the server's).
+    threshold: int
+    #: Whether the current role may VACUUM the table (PostgreSQL skips it with a warning otherwise).
+    may_vacuum: bool
+    role: str
+
+    def vacuum_due(self, grace: float) -> bool:
+        """Whether the worker should vacuum: at least ``threshold`` dead tuples, and either
+        autovacuum does not apply to the table or it is lagging (neither VACUUM nor autovacuum
+        ran in the last ``grace`` seconds)."""
+        if self.dead_tuples < self.threshold:
+            return False
+        if not self.autovacuum_applies:
+            return True
+        return self.since_vacuum is None or self.since_vacuum >= grace
+
+
+class Maintenance:
+    """Checks ``pgqueue.jobs`` every ``interval`` seconds and vacuums it when due.
+
+    The check runs through the worker's pool. A VACUUM runs on a short-lived autocommit
+    connection to ``vacuum_dsn`` (a direct connection to PostgreSQL: it holds the session
+    advisory lock :data:`VACUUM_LOCK_KEY`, so only one worker of the database vacuums at a
+    time; closing the connection releases it whatever happens). Errors are logged and the
+    next interval tries again; a role that may not vacuum the table is told once what to do,
+    and maintenance stops for the life of the worker. ``vacuumed`` is called after each VACUUM.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], vacuum_dsn: str, *, interval: float, grace: float,
+                 vacuumed: Callable[[], None] | None = None) -> None:
+        self._pool = pool
+        self._dsn = vacuum_dsn
+        self.interval = interval
+        self.grace = grace
+        self._vacuumed = vacuumed
+        self.vacuums = 0
+        #: Set once VACUUM was refused for lack of privilege: maintenance has stopped.
+        self.refused = False
+
+    async def run(self) -> None:
+        """Check every ``interval`` seconds until cancelled (or refused for lack of privilege)."""
+        while not self.refused:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.tick()
+            except Exception as exc:
+                if is_transient(exc):
+                    logger.warning("pgqueue: table maintenance of pgqueue.jobs failed (%s); trying again in %gs",
+                                   exc, self.interval)
+                else:
+                    logger.error("pgqueue: table maintenance of pgqueue.jobs failed (%s: %s); trying again in %gs",
+                                 type(exc).__name__, exc, self.interval, exc_info=exc)
+
+    async def check(self) -> TableHealth:
+        """Read the table's statistics and settings."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("maintenance_check"))
+            row = await cur.fetchone()
+        if row is None:
+            raise QueueStorageError(f"checking pgqueue.jobs for table maintenance: {NOT_MIGRATED}")
+        dead, live, since, applies, threshold, may_vacuum, role = row
+        return TableHealth(int(dead), int(live), None if since is None else float(since), bool(applies),
+                           int(threshold), bool(may_vacuum), str(role))
+
+    async def tick(self) -> bool:
+        """One check, and a VACUUM if due; True if this call vacuumed the table.
+
+        Database errors propagate (:meth:`run` logs them); lack of privilege does not.
+        """
+        if self.refused:
+            return False
+        health = await self.check()
+        if not health.vacuum_due(self.grace):
+            return False
+        if not health.may_vacuum:
+            self._refuse(health.role, "it owns neither the table nor the database, and has no MAINTAIN on it")
+            return False
+        return await self.vacuum(health)
+
+    async def vacuum(self, health: TableHealth) -> bool:
+        """VACUUM the table under the advisory lock; False if another session holds the lock
+        or the table, or if the VACUUM was refused."""
+        # (severity, SQLSTATE, message) of the server's notices; a Diagnostic is only valid
+        # inside the handler.
+        notices: list[tuple[str | None, str | None, str | None]] = []
+
+        def noted(diag: psycopg.errors.Diagnostic) -> None:
+            notices.append((diag.severity_nonlocalized, diag.sqlstate, diag.message_primary))
+
+        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
+        try:
+            cur = await conn.execute(query("maintenance_lock"), (VACUUM_LOCK_KEY,))
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                logger.debug("pgqueue: another worker is vacuuming pgqueue.jobs")
+                return False
+            conn.add_notice_handler(noted)
+            started = time.monotonic()
+            try:
+                await conn.execute(query("maintenance_vacuum"))
+            except pg_errors.InsufficientPrivilege as exc:
+                self._refuse(health.role, exc.diag.message_primary or str(exc))
+                return False
+            took = time.monotonic() - started
+            await conn.execute(query("maintenance_unlock"), (VACUUM_LOCK_KEY,))
+        finally:
+            await conn.close()
+        skipped = False
+        for severity, sqlstate, message in notices:
+            if sqlstate == _LOCK_NOT_AVAILABLE:
+                skipped = True
+                logger.info("pgqueue: pgqueue.jobs is being vacuumed by another session; skipped")
+            elif severity == "WARNING":
+                logger.warning("pgqueue: VACUUM pgqueue.jobs: %s", message)
+        if skipped:
+            return False
+        self.vacuums += 1
+        if self._vacuumed is not None:
+            self._vacuumed()
+        logger.info("pgqueue: vacuumed pgqueue.jobs in %.2fs: %d dead tuples before (threshold %d, %s)",
+                    took, health.dead_tuples, health.threshold,
+                    "autovacuum lagging" if health.autovacuum_applies else "autovacuum off for the table")
+        return True
+
+    def _refuse(self, role: str, why: str) -> None:
+        self.refused = True
+        logger.warning(
+            "pgqueue: table maintenance is off for this worker: role %r may not VACUUM pgqueue.jobs (%s). "
+            "Its dead tuples will pile up and the queue slow down unless the table is vacuumed: enable "
+            "autovacuum (autovacuum = on, and no autovacuum_enabled = false on the table), run VACUUM "
+            "pgqueue.jobs periodically as the owner role, or on PostgreSQL 17+ GRANT MAINTAIN ON pgqueue.jobs "
+            "TO %s; or start workers with maintenance_interval=None to silence this", role, why, role)
