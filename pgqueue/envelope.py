@@ -12,6 +12,7 @@ from typing import Any
 from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, check_timeout, check_tries
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
+from pgqueue.ids import new_id
 from pgqueue.jobs import Job
 
 ENVELOPE_VERSION = 1
@@ -176,7 +177,7 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     texts: list[str] = []
     args_of: list[dict[str, Any]] = []
     dumps = dumps_json
-    uuid4 = uuid.uuid4
+    make_id = new_id
     for job in jobs:
         job_type = type(job)
         config = connection_of(job)
@@ -195,7 +196,7 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
         if deadline is None:
             value = _deadline(job)
             deadline = "null" if value is None else repr(value)
-        job_id = uuid4()
+        job_id = make_id()
         text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline},"version":{ENVELOPE_VERSION}}}'
         # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
         if len(text) > layout.limit or (not text.isascii()
@@ -251,7 +252,7 @@ class Envelope:
         check_json_safe(args, f"job {job_type.name!r} args")
         chosen_queue, chosen_priority, tries, timeout, backoff = _fixed_settings(job_type, connection, queue,
                                                                                 priority)
-        return cls(id=uuid.uuid4(), name=job_type.name, args=args, connection=connection.name,
+        return cls(id=new_id(), name=job_type.name, args=args, connection=connection.name,
                    queue=chosen_queue, priority=chosen_priority, tries=tries, timeout=timeout,
                    backoff=backoff, retry_until=_deadline(job))
 
