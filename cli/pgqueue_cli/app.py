@@ -161,7 +161,7 @@ def queue_work(
     maintenance_interval: Annotated[float, typer.Option(
         "--maintenance-interval",
         help="How often to check whether pgqueue.jobs needs a VACUUM that autovacuum is not doing, in "
-             "seconds (0: never).")] = 10.0,
+             "seconds (0: never).")] = 2.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,

@@ -101,7 +101,7 @@ class Worker:
         fetch_cooldown: with a backlog, how long to wait for more slots to free up so the
             next reservation is a batch rather than a single job (seconds).
         maintenance_interval: how often the worker checks whether ``pgqueue.jobs`` needs a
-            VACUUM (seconds, default 10; None or 0: never). It vacuums when the table has
+            VACUUM (seconds, default 2; None or 0: never). It vacuums when the table has
             at least its autovacuum threshold of dead tuples and autovacuum does not run on it
             (off server-wide, or ``autovacuum_enabled = false`` on the table) or is lagging
             (no VACUUM or autovacuum in the last ``vacuum_grace`` seconds). One worker of the
@@ -118,7 +118,7 @@ class Worker:
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
-                 maintenance_interval: float | None = 10.0, vacuum_grace: float = 60.0) -> None:
+                 maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
