@@ -166,7 +166,8 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     and :meth:`Envelope.encode`; the text is what ``Envelope.build(job, ...).encode(limit)``
     would give for each job, joined.
 
-    Settings that depend on the job class are validated once per class and connection; args go
+    ``connection_of(job)`` must depend on the job's class only: it is called once per run of
+    jobs of one class. Settings that depend on the job class are validated once per class and connection; args go
     through one C JSON encoder; NUL characters and unpaired surrogates are found in the joined
     text, and only then is the offending job looked for with :func:`check_json_safe`.
     """
@@ -178,12 +179,20 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     args_of: list[dict[str, Any]] = []
     dumps = dumps_json
     make_id = new_id
+    last_type: type[Job] | None = None
+    config: ConnectionConfig
+    layout: _Layout
     for job in jobs:
         job_type = type(job)
-        config = connection_of(job)
-        layout = layouts.get((job_type, config.name))
-        if layout is None:
-            layout = layouts[job_type, config.name] = _layout(job_type, config, queue, priority)
+        if job_type is not last_type:
+            # A bulk dispatch is mostly runs of one class: the connection and the layout only
+            # change with the class.
+            config = connection_of(job)
+            found = layouts.get((job_type, config.name))
+            if found is None:
+                found = layouts[job_type, config.name] = _layout(job_type, config, queue, priority)
+            layout = found
+            last_type = job_type
         args = job.args()
         if not _plainly_json(args):
             check_json_safe(args, f"job {layout.name!r} args")

@@ -406,9 +406,9 @@ async def test_the_envelope_is_fixed_at_dispatch(queue: Queue, dsn: str) -> None
             setattr(Mutable, k, v)
 
 
-def test_each_dispatch_gets_a_fresh_uuid4(queue: Queue) -> None:
-    ids = {queue.envelope(PlainJob(n=1))[0].id for _ in range(100)}
-    assert len(ids) == 100 and all(i.version == 4 for i in ids)
+def test_each_dispatch_gets_a_fresh_time_ordered_id(queue: Queue) -> None:
+    ids = [queue.envelope(PlainJob(n=1))[0].id for _ in range(100)]
+    assert len(set(ids)) == 100 and all(i.version == 7 for i in ids) and ids == sorted(ids)
 
 
 async def test_an_envelope_over_the_size_limit_is_refused_with_its_actual_size(queue: Queue, dsn: str) -> None:
