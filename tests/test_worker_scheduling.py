@@ -4,11 +4,12 @@ jobs, and what ``max_jobs`` and ``stop_when_empty`` count and leave behind."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from pgqueue import JobContext, Queue
 from tests.worker_jobs import Patient, Probe, Retrying
-from tests.worker_support import Runs, failures, finish, hooks, jobs, queue, runs, scalar, wait_event
+from tests.worker_support import Runs, failures, finish, hooks, jobs, queue, runs, scalar, settings_for, wait_event
 
 __all__ = ["hooks", "queue", "runs"]
 
@@ -237,3 +238,30 @@ async def test_stop_when_empty_does_not_wait_for_a_delayed_retry(queue: Queue, h
     [row] = await jobs(dsn)
     assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
     assert row["due_in"] > 30  # Patient's backoff is 60 s
+
+
+async def test_a_worker_listens_on_its_own_connections_database(dsn: str, empty_dsn: str, hooks: Any,
+                                                                runs: Runs) -> None:
+    # The default connection points at another database: a worker of connection "other" must
+    # LISTEN where its jobs are enqueued, or a NOTIFY never reaches it.
+    settings = settings_for(empty_dsn)
+    other = replace(settings.connections["database"], name="other", dsn=dsn)
+    settings = replace(settings, connections={**settings.connections, "other": other})
+    ran = asyncio.Event()
+
+    async def mark(job: Probe, context: JobContext) -> None:
+        ran.set()
+
+    hooks("mark", mark)
+    async with Queue(settings=settings) as queue:
+        worker = await queue.worker("other", concurrency=1, poll_interval=600, maintenance_interval=None)
+        task = runs.start(worker)
+        assert worker.notifier is not None
+        await wait_event(worker.notifier.connected, "the worker's LISTEN connection")
+        await wait_event(worker.idle, "the worker to go idle")
+
+        await queue.push(Probe(hook="mark"), connection="other")
+
+        await wait_event(ran, "the job to run: the worker must LISTEN on connection 'other''s database")
+        worker.stop()
+        assert await finish(task, "the worker to stop") == 1

@@ -153,7 +153,9 @@ class Worker:
                 "connection to PostgreSQL for instant wake-ups", config.name, poll_interval)
             listen = False
         self.listen = listen
-        self.listen_dsn = direct or queue.dsn
+        # LISTEN on the database this connection's jobs are enqueued in: its own DSN when it
+        # has one, else the default one.
+        self.listen_dsn = direct or config.dsn or queue.dsn
         self.stats = WorkerStats()
         if interval and config.transaction_pooler and not direct:
             # The VACUUM holds a session advisory lock, which a transaction pooler does not keep.
