@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from pgqueue import JobContext, Queue
+from pgqueue import JobContext, Queue, Worker
 from tests.worker_jobs import Patient, Probe, Retrying
 from tests.worker_support import Runs, failures, finish, hooks, jobs, queue, runs, scalar, settings_for, wait_event
 
@@ -85,6 +85,15 @@ async def test_no_more_handlers_run_at_once_than_the_concurrency(queue: Queue, h
     assert await jobs(dsn) == []
 
 
+async def start_idle_listening(runs: Runs, worker: Worker) -> asyncio.Task[int]:
+    """Start ``worker`` and return its task once it LISTENs and has gone idle."""
+    task = runs.start(worker)
+    assert worker.notifier is not None
+    await wait_event(worker.notifier.connected, "the worker's LISTEN connection")
+    await wait_event(worker.idle, "the worker to go idle")
+    return task
+
+
 async def test_idle_worker_wakes_on_notify_without_waiting_for_the_poll(queue: Queue, hooks: Any,
                                                                         runs: Runs) -> None:
     ran = asyncio.Event()
@@ -94,10 +103,7 @@ async def test_idle_worker_wakes_on_notify_without_waiting_for_the_poll(queue: Q
 
     hooks("mark", mark)
     worker = await queue.worker(concurrency=2, poll_interval=600)
-    task = runs.start(worker)
-    assert worker.notifier is not None
-    await wait_event(worker.notifier.connected, "the worker's LISTEN connection")
-    await wait_event(worker.idle, "the worker to go idle")
+    task = await start_idle_listening(runs, worker)
 
     await queue.push(Probe(hook="mark"))
 
@@ -137,10 +143,7 @@ async def test_delayed_job_enqueued_to_an_idle_worker_runs_once_due(queue: Queue
 
     hooks("stamp", stamp)
     worker = await queue.worker(concurrency=1, poll_interval=600)
-    task = runs.start(worker)
-    assert worker.notifier is not None
-    await wait_event(worker.notifier.connected, "the worker's LISTEN connection")
-    await wait_event(worker.idle, "the worker to go idle")
+    task = await start_idle_listening(runs, worker)
 
     job_id = await queue.push(Probe(hook="stamp"), delay=0.3)
     due = await scalar(dsn, "select available_at from pgqueue.jobs where id = %s", (job_id,))
@@ -255,10 +258,7 @@ async def test_a_worker_listens_on_its_own_connections_database(dsn: str, empty_
     hooks("mark", mark)
     async with Queue(settings=settings) as queue:
         worker = await queue.worker("other", concurrency=1, poll_interval=600, maintenance_interval=None)
-        task = runs.start(worker)
-        assert worker.notifier is not None
-        await wait_event(worker.notifier.connected, "the worker's LISTEN connection")
-        await wait_event(worker.idle, "the worker to go idle")
+        task = await start_idle_listening(runs, worker)
 
         await queue.push(Probe(hook="mark"), connection="other")
 
