@@ -30,7 +30,8 @@ def _make_dumps() -> Callable[[Any], str]:
     faster for small args); where that encoder is missing or differs, ``json.dumps`` it is."""
     fallback: Callable[[Any], str] = json.JSONEncoder(default=_refuse, **_JSON_ARGS).encode
     try:
-        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+        # A private CPython function that other interpreters may lack: imported where it can fail.
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]  # noqa: PLC0415
 
         encoder = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
 

@@ -17,9 +17,47 @@ from pgqueue.errors import QueueConfigurationError
 
 if TYPE_CHECKING:
     from pgqueue.context import JobContext
-    from pgqueue.queue import Queue
 
 _REGISTRY: dict[str, type[Job]] = {}
+
+
+class Dispatcher(Protocol):
+    """What :meth:`Job.dispatch` hands a job to: a client that stores it (:class:`pgqueue.Queue`).
+
+    Defined here, beside :class:`Job`, so that jobs need not import the client (which imports
+    the envelope, which imports jobs): the client's module registers its default with
+    :func:`set_default_dispatcher`.
+    """
+
+    async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+                   priority: int | None = None, connection: str | None = None) -> UUID:
+        """Enqueue one job; returns its id."""
+        ...
+
+    def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
+                  priority: int | None = None, connection: str | None = None) -> UUID:
+        """Enqueue one job on the caller's synchronous connection; returns its id."""
+        ...
+
+
+_default_dispatcher: Callable[[], Dispatcher] | None = None
+
+
+def set_default_dispatcher(factory: Callable[[], Dispatcher]) -> None:
+    """Register what :meth:`Job.dispatch` uses when no ``using=`` is given (``pgqueue.queue`` does, on import)."""
+    global _default_dispatcher  # noqa: PLW0603
+    _default_dispatcher = factory
+
+
+def _dispatcher(using: Dispatcher | None) -> Dispatcher:
+    if using is not None:
+        return using
+    if _default_dispatcher is None:
+        raise QueueConfigurationError(
+            "no default client to dispatch with: import pgqueue (which registers pgqueue.default_queue) "
+            "or pass using=<a pgqueue.Queue>"
+        )
+    return _default_dispatcher()
 
 
 def registered_jobs() -> dict[str, type[Job]]:
@@ -97,7 +135,7 @@ class Job:
 
     async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
                        priority: int | None = None, connection: str | None = None,
-                       using: Queue | None = None) -> UUID:
+                       using: Dispatcher | None = None) -> UUID:
         """Enqueue this job; returns its id.
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
@@ -105,21 +143,15 @@ class Job:
         pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Queue` (default:
         :func:`pgqueue.default_queue`).
         """
-        from pgqueue.queue import default_queue
-
-        target = using or default_queue()
-        return await target.push(self, conn=conn, delay=delay, queue=queue, priority=priority,
+        return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                  connection=connection)
 
     def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,
                       priority: int | None = None, connection: str | None = None,
-                      using: Queue | None = None) -> UUID:
+                      using: Dispatcher | None = None) -> UUID:
         """Like :meth:`dispatch`, for synchronous code: ``conn`` is a psycopg ``Connection`` or a
         SQLAlchemy ``Session``/``Connection``; the job joins its transaction."""
-        from pgqueue.queue import default_queue
-
-        target = using or default_queue()
-        return target.push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
+        return _dispatcher(using).push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                 connection=connection)
 
 

@@ -22,7 +22,6 @@ import typer
 
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
-from pgqueue.jobs import lookup
 from pgqueue_cli import render
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -109,7 +108,7 @@ def migrate_command(
     With --sql, print the SQL instead (no database needed), for teams that apply DDL
     with another tool. --downgrade base removes pgqueue's schema.
     """
-    from pgqueue import migrate as migrations  # alembic is slow to import: only here
+    from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
     if sql:
         text = migrations.downgrade_sql("head", downgrade) if downgrade else migrations.upgrade_sql()
@@ -125,9 +124,10 @@ def migrate_command(
 
 
 def _head() -> str:
-    from alembic.script import ScriptDirectory
+    # alembic is slow to import: only the commands that migrate pay for it.
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
 
-    from pgqueue import migrate as migrations
+    from pgqueue import migrate as migrations  # noqa: PLC0415
 
     return ", ".join(ScriptDirectory.from_config(migrations.alembic_config()).get_heads())
 
@@ -441,7 +441,7 @@ def queue_dispatch(
     """
     settings = pgqueue.load_settings(dsn=dsn)
     import_apps(app_modules(apps, settings))
-    job_type = lookup(job_name)
+    job_type = pgqueue.registered_jobs().get(job_name)
     if job_type is None:
         known = sorted(pgqueue.registered_jobs())
         close = difflib.get_close_matches(job_name, known, n=3, cutoff=0.5)
@@ -490,7 +490,7 @@ def embedded_status(debug: Debug = False) -> None:
 @reports_errors
 def embedded_start(debug: Debug = False) -> None:
     """Start the embedded server (initialising and migrating it on first use); prints its DSN."""
-    from pgqueue import migrate as migrations
+    from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
     server = EmbeddedPostgres()
     dsn = server.start()
@@ -522,7 +522,7 @@ def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
     ends in failed_jobs, on queues demo-high and demo (emptied first). With no database
     configured it uses the embedded PostgreSQL, which keeps running afterwards.
     """
-    from pgqueue_cli.demo import run_demo
+    from pgqueue_cli.demo import run_demo  # noqa: PLC0415  # rich is imported only for the demo
 
     found = target(dsn)
     if not asyncio.run(run_demo(found)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import logging
@@ -16,13 +17,9 @@ import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
 
-from pgqueue import load_settings, registered_jobs
-from pgqueue.config import ConnectionConfig, Settings, resolve_dsn
+from pgqueue import ConnectionConfig, Queue, Settings, load_settings, prepare_database, registered_jobs
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
-from pgqueue.errors import QueueConfigurationError, QueueError
-from pgqueue.queue import Queue
-from pgqueue.resources import query
-from pgqueue.storage import NOT_MIGRATED
+from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -195,8 +192,8 @@ def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: b
         check_dsn(config.dsn)
         found = Target(settings, config, config.dsn, _source(dsn_arg, settings, config), embedded=False)
     else:
-        # resolve_dsn starts and migrates the embedded server; `pgqueue migrate` only starts it.
-        dsn = resolve_dsn(settings, announce=False) if need_schema else EmbeddedPostgres().start()
+        # prepare_database starts and migrates the embedded server; `pgqueue migrate` only starts it.
+        dsn = prepare_database(settings, announce=False) if need_schema else EmbeddedPostgres().start()
         settings = _with_dsn(settings, dsn)
         found = Target(settings, settings.connection(config.name), dsn, "embedded", embedded=True)
     if announce:
@@ -208,13 +205,21 @@ def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: b
 def preflight(found: Target, *, need_schema: bool) -> None:
     """Fail with one clear line if the server is unreachable or not migrated."""
     try:
-        with psycopg.connect(found.dsn, connect_timeout=10, autocommit=True) as conn:
-            if need_schema:
-                row = conn.execute(query("schema_check")).fetchone()
-                if not row or not row[0]:
-                    fail(f"{describe_dsn(found.dsn)}: {NOT_MIGRATED}")
+        # Reachability first, with libpq's own words; the schema check is the library's.
+        with psycopg.connect(found.dsn, connect_timeout=10, autocommit=True):
+            pass
     except psycopg.OperationalError as exc:
         fail(f"cannot connect to {describe_dsn(found.dsn)}: {one_line(exc)}")
+    if need_schema:
+        try:
+            asyncio.run(_check_schema(found))
+        except QueueStorageError as exc:
+            fail(f"{describe_dsn(found.dsn)}: {exc}")
+
+
+async def _check_schema(found: Target) -> None:
+    async with Queue(settings=found.settings, pool_size=1) as queue:
+        await queue.check_schema(found.connection.name)
 
 
 # --------------------------------------------------------------------- job modules
