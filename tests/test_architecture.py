@@ -1,6 +1,6 @@
 """The shape of the code, checked: no import cycle in pgqueue/, one door to the SQL, a CLI on the public API.
 
-These read the source with ``ast`` (nothing is imported or run), so a cycle kept alive by an
+The import checks read the source with ``ast`` (nothing is imported or run), so a cycle kept alive by an
 import inside a function counts as much as one at module level. Imports under
 ``if TYPE_CHECKING:`` are left out: they never run.
 """
@@ -11,6 +11,8 @@ import ast
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+
+from pgqueue import load_settings, prepare_database
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "pgqueue"
@@ -157,3 +159,25 @@ def test_the_worker_does_not_need_the_client() -> None:
             if isinstance(node, ast.ImportFrom) and node.module in ("pgqueue.queue", "pgqueue"):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, f"the worker imports the client: {offenders}"
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_settings_resolve_without_side_effects() -> None:
+    # Reading settings must not be able to start the embedded server or run migrations:
+    # that is pgqueue.startup's explicit step, used by Queue.open and the CLI.
+    assert not {"pgqueue.embedded", "pgqueue.migrate", "pgqueue.startup"} & reachable(library_graph(), "pgqueue.config")
+
+
+def test_prepare_database_returns_a_configured_dsn_as_it_is(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "pyproject.toml", dsn="postgresql://nowhere.invalid/app", environ={})
+    assert prepare_database(settings) == "postgresql://nowhere.invalid/app"

@@ -17,7 +17,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import QueueRetryError, QueueStorageError
-from pgqueue.store import QueueStats, Reservation, Store, listen, try_vacuum_lock, vacuum_unlock
+from pgqueue.store import QueueStats, Reservation, Store, listen, try_vacuum_lock, vacuum_jobs, vacuum_unlock
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -159,6 +159,7 @@ async def test_the_vacuum_lock_is_held_by_one_session_at_a_time(dsn: str) -> Non
             await psycopg.AsyncConnection.connect(dsn, autocommit=True) as two:
         assert await try_vacuum_lock(one, key) is True
         assert await try_vacuum_lock(two, key) is False
+        await vacuum_jobs(one)
         await vacuum_unlock(one, key)
         assert await try_vacuum_lock(two, key) is True
 
