@@ -144,7 +144,7 @@ class Job:
         :func:`pgqueue.default_queue`).
         """
         return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                 connection=connection)
+                                             connection=connection)
 
     def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,
                       priority: int | None = None, connection: str | None = None,
@@ -152,7 +152,7 @@ class Job:
         """Like :meth:`dispatch`, for synchronous code: ``conn`` is a psycopg ``Connection`` or a
         SQLAlchemy ``Session``/``Connection``; the job joins its transaction."""
         return _dispatcher(using).push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                connection=connection)
+                                            connection=connection)
 
 
 class FunctionJob(Job, register=False):
