@@ -22,6 +22,7 @@ from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job
+from pgqueue.limits import MAX_DELAY_SECONDS
 from pgqueue.resources import query
 from pgqueue.storage import NOT_MIGRATED, storage_errors
 
@@ -45,9 +46,11 @@ class QueueStats:
 
 
 def _check_delay(delay: object, job_name: str) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) \
+            or not 0 <= delay <= MAX_DELAY_SECONDS:
         raise QueueConfigurationError(
-            f"job {job_name!r}: delay must be a finite number of seconds >= 0, got {delay!r}"
+            f"job {job_name!r}: delay must be a finite number of seconds >= 0 and at most "
+            f"{MAX_DELAY_SECONDS:.0f} (10 years), got {delay!r}; the job was not dispatched"
         )
     return float(delay)
 
