@@ -183,9 +183,9 @@ def queue_work(
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
-            fail(f"{what} must be a finite number of seconds > 0, got {value:g}", EXIT_CONFIG)
+            fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
     if not 0 <= drain_timeout < math.inf:
-        fail(f"--drain-timeout must be a finite number of seconds >= 0, got {drain_timeout:g}", EXIT_CONFIG)
+        fail(f"--drain-timeout must be >= 0 seconds and finite, got {drain_timeout:g}", EXIT_CONFIG)
     if not 0 <= maintenance_interval < math.inf:
         fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
              EXIT_CONFIG)
