@@ -15,7 +15,7 @@ from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, check_timeout, check_tries
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
 from pgqueue.ids import new_id
-from pgqueue.jobs import Job, check_args
+from pgqueue.jobs import Job, args_struct, check_args
 from pgqueue.limits import MAX_ARGS_DEPTH, queue_name_problem
 
 ENVELOPE_VERSION = 1
@@ -186,10 +186,12 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     texts: list[str] = []
     args_of: list[dict[str, Any]] = []
     dumps = _ENCODER.encode
+    convert = msgspec.convert
     make_id = new_id
     last_type: type[Job] | None = None
     config: ConnectionConfig
     layout: _Layout
+    struct: type[msgspec.Struct]
     for job in jobs:
         job_type = type(job)
         if job_type is not last_type:
@@ -200,11 +202,16 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             if found is None:
                 found = layouts[job_type, config.name] = _layout(job_type, config, queue, priority)
             layout = found
+            struct = args_struct(job_type)
             last_type = job_type
         args = job.args()
         if not _plainly_json(args):
             check_json_safe(args, f"job {layout.name!r} args")
-        check_args(job_type, args)
+        try:
+            convert(args, struct, strict=True)
+        except msgspec.ValidationError:
+            check_args(job_type, args)  # raises, naming field, expected type and given value
+            raise
         try:
             args_text = dumps(args).decode()
         except UnicodeEncodeError:  # a lone surrogate: found and named by the full check

@@ -281,6 +281,13 @@ def _args_type(job_type: type[Job]) -> _ArgsType:
     return found
 
 
+def args_struct(job_type: type[Job]) -> type[msgspec.Struct]:
+    """The msgspec struct that checks the job's args: bulk dispatch converts to it directly
+    (``msgspec.convert(args, struct, strict=True)``) and calls :func:`check_args` only for the
+    message when that fails."""
+    return _args_type(job_type).struct
+
+
 def check_args(job_type: type[Job], args: Mapping[str, Any]) -> Any:
     """Check ``args`` against the job's field annotations; returns them converted (a msgspec
     struct with one attribute per field). Raises QueuePayloadError naming field, expected
