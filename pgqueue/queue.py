@@ -267,8 +267,8 @@ class Queue:
         settler = _InlineSettler(self, envelope, own_loop=own_loop)
         context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
                              connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
-        # Round-trip the args through JSON so a job behaves as it would after a real queue.
-        runnable = type(job)(**json.loads(json.dumps(envelope.args)))
+        # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
+        runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
         try:
             async with asyncio.timeout(envelope.timeout):
                 await runnable.handle(context)
