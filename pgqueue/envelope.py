@@ -109,10 +109,11 @@ def _fixed_settings(job_type: type[Job], connection: ConnectionConfig, queue: st
     # `is None`, not falsiness: an empty queue name is a mistake to report, not a default.
     chosen_queue = queue if queue is not None else (
         job_type.queue if job_type.queue is not None else connection.queue)
+    if isinstance(chosen_queue, str):  # a NUL or an unpaired surrogate: a payload error, named as such
+        check_json_safe(chosen_queue, f"job {job_type.name!r} queue name")
     problem = queue_name_problem(chosen_queue)
     if problem is not None:
         raise QueueConfigurationError(f"job {job_type.name!r}: {problem}")
-    check_json_safe(chosen_queue, f"job {job_type.name!r} queue name")  # an unpaired surrogate
     chosen_priority = job_type.priority if priority is None else priority
     if isinstance(chosen_priority, bool) or not isinstance(chosen_priority, int) \
             or not -32768 <= chosen_priority <= 32767:

@@ -312,7 +312,7 @@ def _args_error(job_type: type[Job], checker: _ArgsType, args: Mapping[str, Any]
     if unknown:
         return QueuePayloadError(
             f"{what}: unknown field {unknown[0]!r} (given {_short(args[unknown[0]])}); the job's fields are "
-            f"{', '.join(fields) or 'none'}; was the job changed since it was dispatched?")
+            f"{', '.join(fields) or 'none'}")
     missing = [name for name in fields if name not in args and name not in checker.defaults]
     if missing:
         return QueuePayloadError(

@@ -205,7 +205,7 @@ async def test_the_longest_delay_is_stored(queue: Queue, dsn: str, dispatch: Dis
 
 
 # -------------------------------------------------------------- queue names (item 8)
-BAD_QUEUE_NAMES = ["a,b", " leading", "trailing ", "tab\tinside", "nul\x00", "x" * 201, ""]
+BAD_QUEUE_NAMES = ["a,b", " leading", "trailing ", "tab\tinside", "bell\x07", "x" * 201, ""]
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
@@ -218,6 +218,13 @@ async def test_a_bad_queue_name_is_refused_at_dispatch(queue: Queue, dsn: str, d
     assert job_rows(dsn) == []
 
 
+@pytest.mark.parametrize("dispatch", DISPATCHES)
+async def test_a_nul_in_a_queue_name_is_a_payload_error_naming_it(queue: Queue, dsn: str, dispatch: Dispatch) -> None:
+    with pytest.raises(QueuePayloadError, match=r"queue name contains a NUL character"):
+        await dispatch(queue, Nested(data=1), queue="nul\x00")
+    assert job_rows(dsn) == []
+
+
 @pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
 async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refused(queue: Queue, dsn: str,
                                                                                    name: str) -> None:
@@ -227,8 +234,9 @@ async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refu
     for bad in (on_class(data=1), on_function(order_id=1)):
         with pytest.raises(QueueConfigurationError, match="queue name"):
             await queue.push(bad)
-    with pytest.raises(QueueConfigurationError, match=r"connection 'database': queue: .*queue name"):
-        ConnectionConfig(name="database", queue=name)
+    for on_connection in (name, "nul\x00"):
+        with pytest.raises(QueueConfigurationError, match=r"connection 'database': queue: .*queue name"):
+            ConnectionConfig(name="database", queue=on_connection)
     assert job_rows(dsn) == []
 
 
