@@ -60,7 +60,8 @@ class Job:
     Class-level settings (all optional; defaults come from the connection): ``name``,
     ``queue``, ``connection``, ``tries``, ``timeout``, ``backoff``, ``priority``; and
     ``retry_until()`` returning absolute epoch seconds (or None) for a deadline.
-    Field values must be JSON: they are stored as the job's args.
+    Field values must be JSON: they are stored as the job's args, checked against the fields'
+    annotations at dispatch and again when a worker builds the job (:meth:`from_args`).
     """
 
     name: ClassVar[str]
@@ -181,7 +182,8 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
 
         await send_welcome(user_id=7).dispatch(conn)
 
-    A parameter named ``context`` receives the :class:`JobContext`; the others are the args.
+    A parameter named ``context`` receives the :class:`JobContext`; the others are the args,
+    checked against the parameters' annotations (none: any JSON value).
     """
 
     def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:

@@ -172,6 +172,23 @@ def test_from_args_refuses_what_does_not_fit(args: dict[str, Any], message: str)
         Typed.from_args(args)
 
 
+def test_an_annotation_that_cannot_be_resolved_is_not_checked_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    class Unresolved(Job):
+        name = "tests.args.unresolved"
+
+        order: NotDefinedAnywhere  # type: ignore[name-defined]  # noqa: F821
+        count: int = 0
+
+    with caplog.at_level("WARNING", logger="pgqueue"):
+        built = Unresolved.from_args({"order": {"any": "json"}})
+        Unresolved.from_args({"order": 1})
+        with pytest.raises(QueuePayloadError, match=r"args\['count'\] must be int"):
+            Unresolved.from_args({"order": 1, "count": "x"})
+    assert built.order == {"any": "json"}
+    warnings = [r.getMessage() for r in caplog.records if "is not checked" in r.getMessage()]
+    assert len(warnings) == 1 and "'NotDefinedAnywhere' of field 'order'" in warnings[0]
+
+
 async def test_a_worker_fails_stored_args_that_no_longer_fit_as_payload_invalid(queue: Queue, dsn: str) -> None:
     # As after a deploy that changed order_id from str to int: the stored args are refused by
     # name before the handler runs, and the good job next to it runs.
