@@ -22,7 +22,7 @@ from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job
-from pgqueue.limits import MAX_DELAY_SECONDS
+from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.resources import query
 from pgqueue.storage import NOT_MIGRATED, storage_errors
 
@@ -345,6 +345,10 @@ class Queue:
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
+        for name in queues or ():
+            problem = queue_name_problem(name)
+            if problem is not None:  # no job can be on such a queue: the worker would idle forever
+                raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         pool = await self._pool(config)
         return Worker(self, config, pool, queues=queues or (config.queue,), concurrency=concurrency, **options)
 

@@ -257,6 +257,12 @@ async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refu
     assert job_rows(dsn) == []
 
 
+@pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
+async def test_a_worker_for_a_bad_queue_name_is_refused(queue: Queue, name: str) -> None:
+    with pytest.raises(QueueConfigurationError, match=r"worker of connection 'database': .*queue name"):
+        await queue.worker(queues=["default", name])
+
+
 async def test_queue_names_with_inner_spaces_and_unicode_are_dispatched_and_served(queue: Queue, dsn: str) -> None:
     RAN.clear()
     names = ("emails high", "émails-ünïcode-日本", "x" * 200)
