@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pgqueue.backoff import Backoff
 from pgqueue.errors import QueueConfigurationError
+from pgqueue.limits import queue_name_problem
 
 Driver = Literal["database", "sync"]
 
@@ -69,10 +70,9 @@ class ConnectionConfig:
             raise QueueConfigurationError(
                 f"connection {self.name!r}: driver must be 'database' or 'sync', got {self.driver!r}"
             )
-        if not isinstance(self.queue, str) or not 1 <= len(self.queue) <= 200:
-            raise QueueConfigurationError(
-                f"connection {self.name!r}: queue must be a name of 1 to 200 characters, got {self.queue!r}"
-            )
+        problem = queue_name_problem(self.queue)
+        if problem is not None:
+            raise QueueConfigurationError(f"connection {self.name!r}: queue: {problem}")
         _positive(self.retry_after, f"connection {self.name!r}: retry_after")
         _positive(self.lease_margin, f"connection {self.name!r}: lease_margin", allow_zero=True)
         if self.lease_margin >= self.retry_after:

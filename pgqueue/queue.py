@@ -20,6 +20,7 @@ from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, set_default_dispatcher
+from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import QueueStats, Store, record_failure_on
 from pgqueue.worker import Worker
@@ -30,9 +31,11 @@ logger = logging.getLogger("pgqueue")
 
 
 def _check_delay(delay: object, job_name: str) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) \
+            or not 0 <= delay <= MAX_DELAY_SECONDS:
         raise QueueConfigurationError(
-            f"job {job_name!r}: delay must be a finite number of seconds >= 0, got {delay!r}"
+            f"job {job_name!r}: delay must be a finite number of seconds >= 0 and at most "
+            f"{MAX_DELAY_SECONDS:.0f} (10 years), got {delay!r}; the job was not dispatched"
         )
     return float(delay)
 
@@ -248,8 +251,8 @@ class Queue:
         settler = _InlineSettler(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
         context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
                              connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
-        # Round-trip the args through JSON so a job behaves as it would after a real queue.
-        runnable = type(job)(**json.loads(json.dumps(envelope.args)))
+        # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
+        runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
         try:
             async with asyncio.timeout(envelope.timeout):
                 await runnable.handle(context)
@@ -312,6 +315,10 @@ class Queue:
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
+        for name in queues or ():
+            problem = queue_name_problem(name)
+            if problem is not None:  # no job can be on such a queue: the worker would idle forever
+                raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         store = await self._store(config)
         return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
                       concurrency=concurrency, **options)

@@ -143,7 +143,7 @@ def test_the_cli_imports_only_the_public_api() -> None:
 
 def test_imports_inside_functions_stay_visible_to_the_linter() -> None:
     # An import inside a function is how a cycle hides; ruff's PLC0415 reports it in the
-    # library and the CLI, where a deliberate one carries a `# noqa: PLC0415` and its reason.
+    # library and the CLI, where a deliberate one carries a noqa comment for that rule and its reason.
     lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
     assert "PLC0415" not in lint.get("ignore", [])
     for pattern, rules in lint.get("per-file-ignores", {}).items():

@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pgqueue import ConnectionConfig, Queue, Settings, load_settings, prepare_database, registered_jobs
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
+from pgqueue.limits import queue_name_problem
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -271,10 +272,25 @@ def configure_logging(verbose: bool = False, handler: logging.Handler | None = N
 
 
 def parse_queues(text: str | None) -> list[str] | None:
-    """``high,default`` -> ``["high", "default"]`` (None when not given)."""
+    """``high,default`` -> ``["high", "default"]`` (None when not given); each name must follow
+    the queue-name rule (:func:`pgqueue.limits.queue_name_problem`)."""
     if text is None:
         return None
     queues = [q.strip() for q in text.split(",") if q.strip()]
     if not queues:
         fail(f"--queue: expected queue names separated by commas, got {text!r}", EXIT_CONFIG)
+    for name in queues:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            fail(f"--queue: {problem}", EXIT_CONFIG)
     return queues
+
+
+def queue_name(value: str | None) -> str | None:
+    """Callback of a ``--queue QUEUE`` option: a name that breaks the queue-name rule is a usage
+    error (no job can be on such a queue)."""
+    if value is not None:
+        problem = queue_name_problem(value)
+        if problem is not None:
+            raise typer.BadParameter(problem)
+    return value

@@ -480,7 +480,7 @@ class Worker:
             await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
             return True
         try:
-            job = job_type(**envelope.args)
+            job = job_type.from_args(envelope.args)
         except Exception as exc:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r} do not fit the job: {exc}")
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
