@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from typing import Annotated
 
 import typer
@@ -27,7 +28,7 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
 def dashboard_command(
     host: Annotated[str, typer.Option("--host", help="Interface to bind. Anything but loopback needs --auth.")]
         = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", help="TCP port.")] = 8080,
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0: any free one, printed).")] = 8080,
     read_only: Annotated[bool, typer.Option("--read-only", help="Hide every action; the server refuses them.")]
         = False,
     auth: Annotated[str | None, typer.Option(
@@ -62,19 +63,30 @@ def dashboard_command(
         check_bind(host, credentials)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
-    if not 0 < port < 65536:
-        fail(f"--port must be between 1 and 65535, got {port}", EXIT_CONFIG)
+    if not 0 <= port < 65536:
+        fail(f"--port must be between 0 and 65535, got {port}", EXIT_CONFIG)
     found = target(dsn)
     import_apps(app_modules(apps, found.settings))
+    # Bound here, before serving: a port in use fails with one clear line, and once the line
+    # below is printed the dashboard accepts connections (they wait in the backlog until served).
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port or --host)", EXIT_CONFIG)
+    shown = f"[{host}]" if ":" in host else host
 
     async def serve() -> None:
         async with found.queue() as queue:
             web = create_app(queue, read_only=read_only, auth=credentials, connection=found.connection.name,
                              redact=redact or (), debug=debug)
-            config = uvicorn.Config(web, host=host, port=port, log_level="warning", access_log=False,
-                                    server_header=False, lifespan="off")
-            err(f"pgqueue dashboard: http://{host}:{port}/" + (" (read-only)" if read_only else "")
-                + (" (basic auth)" if credentials else "") + f"  pid {os.getpid()}")
-            await uvicorn.Server(config).serve()
+            config = uvicorn.Config(web, log_level="warning", access_log=False, server_header=False,
+                                    lifespan="off")
+            err(f"pgqueue dashboard: serving http://{shown}:{sock.getsockname()[1]}/"
+                + (" (read-only)" if read_only else "") + (" (basic auth)" if credentials else "")
+                + f"; pid {os.getpid()}, stop with Ctrl-C")
+            await uvicorn.Server(config).serve(sockets=[sock])
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    finally:
+        sock.close()
