@@ -25,8 +25,9 @@ from starlette.routing import Mount
 from pgqueue import Queue
 from pgqueue.dashboard import check_bind, create_app, is_local_host
 from tests.cli_support import REPO, cli_env, command, pgqueue
-from tests.dashboard_support import SECRET, Seeded, SignUp, seed
-from tests.sql_calls import scalar
+from tests.dashboard_support import SECRET, Seeded, SignUp, failure, seed
+from tests.helpers import envelope
+from tests.sql_calls import enqueue_many, rows, scalar
 from tests.worker_support import settings_for
 
 __all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
@@ -295,3 +296,32 @@ def test_pgqueue_and_its_cli_import_without_the_dashboard_extra(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("2 ") and "pip install 'pgqueue[dashboard]'" in done.stdout + done.stderr
     assert str(REPO)
+
+
+async def follow_next(web: httpx.AsyncClient, path: str, marker: str) -> list[str]:
+    """Every row id (``data-<marker>``) seen following the Next links from ``path``."""
+    seen: list[str] = []
+    for _ in range(100):
+        html = (await web.get(path)).text
+        seen.extend(re.findall(rf'data-{marker}="([^"]+)"', html))
+        found = re.search(r'rel="next" href="([^"]+)"', html)
+        if not found:
+            return seen
+        path = found.group(1).replace("&amp;", "&")
+    raise AssertionError("the Next links never ended")
+
+
+async def test_next_links_page_through_every_match_once(dsn: str, opened: Queue) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(9):
+            failure(conn, "emails", name="app:a" if i % 3 else "app:b", message=f"m{i}")
+        enqueue_many(conn, [envelope("q" if i % 2 else "r", name="app:x") for i in range(7)])
+        newest_first = [str(r["id"]) for r in rows(
+            conn, "select id from pgqueue.failed_jobs where envelope->>'name' = 'app:a' "
+                  "order by failed_at desc, id desc")]
+        jobs_q = {str(r["id"]) for r in rows(conn, "select id from pgqueue.jobs where queue = 'q'")}
+    async with client(create_app(opened, page_size=2, scan_limit=3)) as web:
+        assert await follow_next(web, "/failed?name=app:a", "failure") == newest_first
+        assert len(await follow_next(web, "/failed", "failure")) == 9
+        seen_jobs = await follow_next(web, "/jobs?queue=q", "job")
+        assert len(seen_jobs) == len(jobs_q) == 3 and set(seen_jobs) == jobs_q

@@ -7,6 +7,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -91,7 +92,7 @@ class Dashboard:
         csrf = request.cookies.get(CSRF_COOKIE) or getattr(request.state, "csrf", None) or new_csrf_token()
         request.state.csrf = csrf
         html = self.templates.get_template(template).render(
-            request=request, url=lambda name, path=None, **params: url(request, name, path, **params), nav=self.nav,
+            request=request, url=partial(url, request), nav=self.nav,
             options=self.options, read_only=self.options.read_only, csrf=csrf, csrf_field=CSRF_FIELD,
             database=self.database(), flash_message=request.query_params.get("msg"),
             flash_error=request.query_params.get("err"), **context,
@@ -127,12 +128,15 @@ class Dashboard:
         return RedirectResponse(with_params(target, msg=note), status_code=303)
 
 
-def url(request: Request, name: str, path: dict[str, Any] | None = None, **params: Any) -> str:
-    """The path of a named route (under the app's mount point), with the query params that are set."""
-    route = request.scope.get("root_path", "") + str(
-        request.app.url_path_for(name, **{k: str(v) for k, v in (path or {}).items()}))
+def url(request: Request, route: str, path: dict[str, Any] | None = None, /, **params: Any) -> str:
+    """The path of a named route (under the app's mount point), with the query params that are set.
+
+    Positional-only, so that query params may be called ``name`` or ``path`` (the job name filter).
+    """
+    found = request.scope.get("root_path", "") + str(
+        request.app.url_path_for(route, **{k: str(v) for k, v in (path or {}).items()}))
     query = {k: v for k, v in params.items() if v not in (None, "")}
-    return f"{route}?{urlencode(query)}" if query else route
+    return f"{found}?{urlencode(query)}" if query else found
 
 
 def safe_next(request: Request, value: object) -> str:
