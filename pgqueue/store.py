@@ -369,13 +369,37 @@ class Store:
     # -------------------------------------------------------------- dashboard
     # Reads for pgqueue.dashboard: each bounded (capped counts, keyset pages over a bounded scan),
     # so a page costs the same with a million jobs as with ten.
-    async def queue_counts(self, cap: int) -> list[QueueCounts]:
-        """Per-queue counts, each read from at most ``cap + 1`` index entries (see :class:`QueueCounts`)."""
+    async def queue_counts(self, cap: int, failed_cap: int) -> list[QueueCounts]:
+        """Per-queue counts: jobs read from at most ``cap + 1`` index entries per state and priority,
+        failures from at most ``failed_cap + 1`` per queue (see :class:`QueueCounts`)."""
         with storage_errors("reading queue counts"):
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(query("dashboard_queues"), {"cap": cap})
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute(query("dashboard_jit_off"))
+                cur = await conn.execute(query("dashboard_queues"), {"cap": cap, "failed_cap": failed_cap})
                 rows = await cur.fetchall()
         return [QueueCounts(*row) for row in rows]
+
+    async def queue_sample(self, pages: int) -> tuple[float, dict[str, tuple[int, int, int, int]]]:
+        """The job states found on a random sample of about ``pages`` pages of ``pgqueue.jobs``.
+
+        Returns the sampled percentage and, per queue seen, (ready, delayed, reserved, expired)
+        in the sample: divide by ``percent / 100`` to estimate the table's counts.
+        """
+        with storage_errors("sampling queue counts"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("dashboard_queue_sample"), {"pages": pages})
+                rows = await cur.fetchall()
+        return float(rows[0][0]), {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                                   for r in rows if r[1] is not None}
+
+    async def failed_sample(self, pages: int) -> tuple[float, dict[str, int]]:
+        """The failures per queue on a random sample of about ``pages`` pages of ``pgqueue.failed_jobs``:
+        the sampled percentage and the counts in the sample (see :meth:`queue_sample`)."""
+        with storage_errors("sampling failure counts"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("dashboard_failed_sample"), {"pages": pages})
+                rows = await cur.fetchall()
+        return float(rows[0][0]), {str(r[1]): int(r[2]) for r in rows if r[1] is not None}
 
     async def table_estimates(self) -> dict[str, int | None]:
         """The planner's row estimates of ``jobs`` and ``failed_jobs`` (None: never analyzed)."""

@@ -30,7 +30,7 @@ async def store(dsn: str) -> AsyncIterator[Store]:
 
 async def test_capped_counts_match_queue_stats_below_the_cap(dsn: str, store: Store) -> None:
     seed(dsn)
-    counts = {c.queue: c for c in await store.queue_counts(cap=1000)}
+    counts = {c.queue: c for c in await store.queue_counts(cap=1000, failed_cap=1000)}
     with psycopg.connect(dsn) as conn:
         exact = {r["queue"]: r for r in rows(conn, "select * from pgqueue.queue_stats")}
     assert set(counts) == set(exact) == {"emails", "reports", "accounts"}
@@ -50,12 +50,25 @@ async def test_counts_above_the_cap_are_flagged_as_lower_bounds(dsn: str, store:
         enqueue_many(conn, [envelope("bulk") for _ in range(4)], delays=[3600.0] * 4)
         for _ in range(12):
             failure(conn, "bulk")
-    [bulk] = await store.queue_counts(cap=10)
+    [bulk] = await store.queue_counts(cap=10, failed_cap=10)
     assert bulk.due_capped and bulk.failed_capped and not bulk.later_capped
     assert bulk.ready == 22 and bulk.failed == 11  # cap + 1 read per range: "more than 10"
     assert bulk.delayed == 4
-    [exact] = await store.queue_counts(cap=100)
+    [exact] = await store.queue_counts(cap=100, failed_cap=100)
     assert (exact.ready, exact.failed, exact.due_capped, exact.failed_capped) == (60, 12, False, False)
+
+
+async def test_the_sample_estimates_counts_from_whole_pages(dsn: str, store: Store) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("big") for _ in range(3000)])
+        enqueue_many(conn, [envelope("big") for _ in range(1000)], delays=[3600.0] * 1000)
+    # A sample as large as the table reads all of it: exact.
+    percent, found = await store.queue_sample(pages=100_000)
+    assert percent == 100.0 and found == {"big": (3000, 1000, 0, 0)}
+    percent, found = await store.queue_sample(pages=5)
+    assert 0 < percent < 100
+    ready, delayed, _, _ = found.get("big", (0, 0, 0, 0))
+    assert ready + delayed <= 4000
 
 
 async def test_failed_pages_visit_every_match_once_in_order(dsn: str, store: Store) -> None:

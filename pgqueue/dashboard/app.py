@@ -24,7 +24,8 @@ PAGES: tuple[ModuleType, ...] = (overview, failed, jobs, workers)
 
 
 def create_app(queue: Queue, *, read_only: bool = False, auth: tuple[str, str] | None = None,
-               connection: str | None = None, redact: Iterable[str] = (), count_cap: int = 10_000,
+               connection: str | None = None, redact: Iterable[str] = (), count_cap: int = 200,
+               failed_count_cap: int = 2_000, sample_pages: int = 300,
                page_size: int = 50, scan_limit: int = 10_000, refresh_seconds: float = 2.0,
                debug: bool = False) -> Starlette:
     """The dashboard of ``queue`` as an ASGI app: serve it with uvicorn or mount it in your own app.
@@ -32,13 +33,18 @@ def create_app(queue: Queue, *, read_only: bool = False, auth: tuple[str, str] |
     ``read_only`` hides every action and makes the server refuse them. ``auth`` (user, password)
     requires HTTP basic auth on every request. ``connection`` picks the named connection whose
     database is shown. ``redact`` names arg fields masked for every job, besides each job class's
-    own ``redact``. ``count_cap``: counts stop there (shown as "N+") so pages stay fast at any
-    backlog; ``scan_limit``: at most that many rows are read per page of a filtered list.
+    own ``redact``. ``count_cap``: job counts stop there (per queue, priority and due / not yet
+    due), failure counts at ``failed_count_cap`` per queue; larger ones are estimated from a
+    random sample of ``sample_pages`` pages of the table, so pages stay fast at any backlog. ``scan_limit``: at
+    most that many rows are read per page of a filtered list.
     The app uses the queue's pool; whoever opened the queue closes it.
     """
-    if count_cap < 1 or page_size < 1 or scan_limit < page_size + 1 or not refresh_seconds > 0:
-        raise ValueError("count_cap and page_size must be >= 1, scan_limit > page_size, refresh_seconds > 0")
-    options = Options(read_only=read_only, connection=connection, count_cap=count_cap, page_size=page_size,
+    if min(count_cap, failed_count_cap, sample_pages, page_size) < 1 or scan_limit < page_size + 1 \
+            or not refresh_seconds > 0:
+        raise ValueError("count_cap, failed_count_cap, sample_pages and page_size must be >= 1, "
+                         "scan_limit > page_size, refresh_seconds > 0")
+    options = Options(read_only=read_only, connection=connection, count_cap=count_cap,
+                      failed_count_cap=failed_count_cap, sample_pages=sample_pages, page_size=page_size,
                       scan_limit=scan_limit, refresh_seconds=refresh_seconds, redact=tuple(redact))
     dash = Dashboard(queue, options)
     routes: list[BaseRoute] = []

@@ -43,7 +43,9 @@ class Options:
 
     read_only: bool = False
     connection: str | None = None
-    count_cap: int = 10_000
+    count_cap: int = 200
+    failed_count_cap: int = 2_000
+    sample_pages: int = 300
     page_size: int = 50
     scan_limit: int = 10_000
     refresh_seconds: float = 2.0

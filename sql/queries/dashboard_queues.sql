@@ -1,8 +1,10 @@
 -- The dashboard's overview: per queue, ready / delayed / reserved / expired / failed counts and
 -- the age of the oldest ready job, at a cost that does not grow with the backlog.
--- pgqueue.queue_stats counts every row (a sequential scan: hundreds of ms at 1M jobs); here each
--- count reads at most %(cap)s + 1 rows of one index range, so a count above %(cap)s comes back as
--- cap + 1 with its *_capped flag set, meaning "more than cap".
+-- pgqueue.queue_stats counts every row (a sequential scan: 350 ms at 1M jobs); here each job count
+-- reads at most %(cap)s + 1 rows of one index range, so a count above %(cap)s comes back as cap + 1
+-- with its *_capped flag set, meaning "more than cap" (dashboard_queue_sample.sql then estimates it).
+-- Failures are counted up to %(failed_cap)s + 1 per queue: an index-only scan of an append-mostly
+-- table, cheap enough to count much further.
 --   * the (queue, priority) pairs of pgqueue.jobs and the queues of pgqueue.failed_jobs are found
 --     by a loose index scan (one probe of jobs_reservation_idx / failed_jobs_queue_failed_at_idx
 --     per pair), not by reading the tables;
@@ -63,11 +65,11 @@ with recursive pairs (queue, priority) as (
     ) later
     group by p.queue
 ), failed as (
-    select q.queue, c.rows as failed, c.rows > %(cap)s as failed_capped
+    select q.queue, c.rows as failed, c.rows > %(failed_cap)s as failed_capped
     from failed_queues q
     cross join lateral (
         select count(*) as rows
-        from (select 1 from pgqueue.failed_jobs f where f.queue = q.queue limit %(cap)s + 1) x
+        from (select 1 from pgqueue.failed_jobs f where f.queue = q.queue limit %(failed_cap)s + 1) x
     ) c
 )
 select coalesce(live.queue, failed.queue)                       as queue,
