@@ -21,7 +21,7 @@ import pytest
 
 from tests.dashboard_support import SECRET, SignUp, failure, seed, served
 from tests.helpers import envelope
-from tests.sql_calls import enqueue, scalar
+from tests.sql_calls import enqueue, enqueue_many, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -86,7 +86,6 @@ def test_the_overview_lists_every_queue_and_refreshes_in_place(dsn: str, page: A
         reports = page.locator("tr[data-queue=reports]")
         assert reports.locator("[data-col=reserved]").inner_text() == "1"
         assert reports.locator("[data-col=expired]").inner_text() == "1"
-        page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
 
         # A marker on the window survives only if the page is not reloaded.
         page.evaluate("window.__notReloaded = true")
@@ -95,6 +94,24 @@ def test_the_overview_lists_every_queue_and_refreshes_in_place(dsn: str, page: A
         # Waits (polling the DOM, no sleep) until the refreshed fragment shows the new job.
         expect(emails.locator("[data-col=ready]")).to_have_text("4")
         assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver") for _ in range(2400)])
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver") for _ in range(650)], delays=[600.0] * 650)
+        for i in range(4):
+            failure(conn, "webhooks", name="app:deliver", message=f"HTTP 503 from hooks.example.com ({i})")
+    with served(dsn) as server:
+        page.goto(server.url + "/")
+        ready = page.locator("tr[data-queue=webhooks] [data-col=ready]")
+        # The table is smaller than the sample, so the "estimate" read all of it: exact, and marked.
+        assert ready.inner_text() == "≈ 2,400"
+        assert "estimated from a random sample" in (ready.get_attribute("title") or "")
+        assert page.locator("tr[data-queue=webhooks] [data-col=delayed]").inner_text() == "≈ 650"
+        assert page.locator("tr[data-queue=emails] [data-col=ready]").inner_text() == "3"
+        page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
 
 
 def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None:
