@@ -325,3 +325,26 @@ async def test_next_links_page_through_every_match_once(dsn: str, opened: Queue)
         assert len(await follow_next(web, "/failed", "failure")) == 9
         seen_jobs = await follow_next(web, "/jobs?queue=q", "job")
         assert len(seen_jobs) == len(jobs_q) == 3 and set(seen_jobs) == jobs_q
+
+
+def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
+    from pgqueue import Job, JobContext, QueueConfigurationError, job
+    from pgqueue.dashboard.redact import MASK, Redactor
+
+    with pytest.raises(QueueConfigurationError, match="redact must be a tuple of arg names"):
+        class Wrong(Job, register=False):
+            redact = "password"  # type: ignore[assignment]  # the mistake this refuses
+
+            async def handle(self, context: JobContext) -> None: ...
+
+    @job(name="tests.dashboard.charge", redact=["card"])
+    async def charge(card: str, amount: int) -> None: ...
+
+    redactor = Redactor(["token"])
+    args, secrets = redactor.args("tests.dashboard.charge", {
+        "card": "4111-1111", "amount": 5, "nested": [{"token": "abc123", "card": {"n": 4242}}]})
+    assert args == {"card": MASK, "amount": 5, "nested": [{"token": MASK, "card": MASK}]}
+    assert sorted(secrets) == ["4111-1111", "4242", "abc123"]
+    assert redactor.text("card 4111-1111 token abc123 n 4242", secrets) == f"card {MASK} token {MASK} n {MASK}"
+    assert redactor.args("unknown:job", {"card": "x"})[0] == {"card": "x"}
+    assert charge.name == "tests.dashboard.charge"
