@@ -100,6 +100,10 @@ class Job:
     ``retry_until()`` returning absolute epoch seconds (or None) for a deadline.
     Field values must be JSON: they are stored as the job's args, checked against the fields'
     annotations at dispatch and again when a worker builds the job (:meth:`from_args`).
+
+    ``redact`` names args (at any depth of the JSON) that the dashboard masks, e.g.
+    ``redact = ("password", "card_number")``. The database still stores them as given:
+    redaction is about display, not storage.
     """
 
     name: ClassVar[str]
@@ -109,6 +113,7 @@ class Job:
     timeout: ClassVar[float | None] = None
     backoff: ClassVar[float | Sequence[float] | Backoff | None] = None
     priority: ClassVar[int] = 0
+    redact: ClassVar[tuple[str, ...]] = ()
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
     # The args' types as one msgspec struct, built on first use (annotations may name types
@@ -126,6 +131,13 @@ class Job:
             raise QueueConfigurationError(f"job {cls.__qualname__}: name must be a non-empty string")
         if cls.backoff is not None:
             cls.backoff = Backoff.coerce(cls.backoff)
+        # A bare string would be read letter by letter: ("password") is a string, not a tuple.
+        if isinstance(cls.redact, str) or not all(isinstance(n, str) and n for n in cls.redact):
+            raise QueueConfigurationError(
+                f"job {cls.name!r}: redact must be a tuple of arg names, e.g. redact = ('password',); "
+                f"got {cls.redact!r}"
+            )
+        cls.redact = tuple(cls.redact)
         if register:
             existing = _REGISTRY.get(cls.name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:
@@ -206,7 +218,7 @@ class JobFactory(Protocol):
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0) -> Callable[[Callable[..., Awaitable[Any]]], JobFactory]:
+        priority: int = 0, redact: Sequence[str] = ()) -> Callable[[Callable[..., Awaitable[Any]]], JobFactory]:
     """Turn an async function into a job type::
 
         @job(queue="emails", tries=5)
@@ -216,6 +228,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
 
     A parameter named ``context`` receives the :class:`JobContext`; the others are the args,
     checked against the parameters' annotations (none: any JSON value).
+    ``redact`` names args the dashboard masks (see :class:`Job`).
     """
 
     def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:
@@ -244,6 +257,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "timeout": timeout,
             "backoff": backoff,
             "priority": priority,
+            "redact": tuple(redact),
             "_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,

@@ -8,6 +8,7 @@ import inside a function counts as much as one at module level. Imports under
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,14 @@ LIBRARY = ROOT / "pgqueue"
 CLI = ROOT / "cli" / "pgqueue_cli"
 
 # What the CLI (and any other client: the dashboard, user code) may import from pgqueue.
-PUBLIC_MODULES = {"pgqueue", "pgqueue.migrate", "pgqueue.embedded", "pgqueue.errors", "pgqueue.limits"}
+PUBLIC_MODULES = {"pgqueue", "pgqueue.migrate", "pgqueue.embedded", "pgqueue.errors", "pgqueue.limits",
+                  "pgqueue.dashboard"}
+DASHBOARD = LIBRARY / "dashboard"
+# What the dashboard's web layer may import from pgqueue besides the public API: the typed store.
+DASHBOARD_ALLOWED = PUBLIC_MODULES | {"pgqueue.store"}
+# What a SQL statement looks like in a Python string (the dashboard test looks for them).
+SQL_TEXT = re.compile(r"\bselect\s+[\w*,\s.()]+?\s+from\s+[\w.]+|\binsert\s+into\s+[\w.]+|"
+                      r"\bupdate\s+[\w.]+\s+set\b|\bdelete\s+from\s+[\w.]+", re.I)
 
 
 def module_name(path: Path, root: Path, package: str) -> str:
@@ -181,3 +189,45 @@ def test_settings_resolve_without_side_effects() -> None:
 def test_prepare_database_returns_a_configured_dsn_as_it_is(tmp_path: Path) -> None:
     settings = load_settings(tmp_path / "pyproject.toml", dsn="postgresql://nowhere.invalid/app", environ={})
     assert prepare_database(settings) == "postgresql://nowhere.invalid/app"
+
+
+def test_the_dashboard_reads_and_acts_through_the_public_api_and_the_store() -> None:
+    # Issue 16: "no SQL in the web layer". The dashboard imports the public API, the store and
+    # its own modules; it never opens a connection (psycopg only to parse a DSN for display)
+    # and holds no SQL text.
+    offenders = []
+    for path in DASHBOARD.rglob("*.py"):
+        for target in imported_modules(path, set()):
+            if target not in DASHBOARD_ALLOWED and not target.startswith("pgqueue.dashboard"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {target}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for name in names:
+                    if name.split(".")[0] == "psycopg" and name != "psycopg.conninfo":
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.search(node.value):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} holds SQL: {node.value[:60]!r}")
+    assert not offenders, offenders
+
+
+def test_the_sql_check_of_the_dashboard_test_recognises_sql() -> None:
+    for text in ("SELECT id FROM pgqueue.jobs", "select count(*) from t", "delete from pgqueue.failed_jobs",
+                 "insert into pgqueue.jobs (id)", "update pgqueue.jobs set token = null"):
+        assert SQL_TEXT.search(text), text
+    for text in ("Select at least one failure first.", "retried 3 of 4 selected",
+                 "delete the records, whatever the other filters; set a user"):
+        assert not SQL_TEXT.search(text), text
+
+
+def test_only_the_dashboard_and_the_cli_command_import_the_dashboard() -> None:
+    # pgqueue must import without the [dashboard] extra (starlette, uvicorn, jinja2).
+    offenders = []
+    for path in [*LIBRARY.rglob("*.py"), *CLI.rglob("*.py")]:
+        if path.is_relative_to(DASHBOARD) or path == CLI / "dashboard.py":
+            continue
+        for target in imported_modules(path, set()):
+            if target.startswith("pgqueue.dashboard"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert not offenders, offenders

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,11 @@ def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) 
     assert "pgqueue/_migrations/versions/0001_pgqueue_initial.py" in names
     assert "pgqueue_cli/__init__.py" in names and "pgqueue_cli/app.py" in names
     assert "pgqueue/py.typed" in names
+    # The dashboard's pages and assets: nothing is fetched at run time, nothing built on install.
+    for asset in ("static/htmx.min.js", "static/dashboard.css", "static/dashboard.js", "templates/base.html",
+                  "templates/overview.html", "templates/failure.html"):
+        assert f"pgqueue/dashboard/{asset}" in names, asset
+    assert "pgqueue/_sql/queries/dashboard_queues.sql" in names
     assert not [n for n in names if n.startswith("tests/")]
 
 
@@ -89,3 +95,31 @@ def test_the_installed_cli_runs_and_migrates(installed: tuple[Path, Path], empty
         assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0001",)]
         assert conn.execute(b"select to_regprocedure('pgqueue.reserve(text[], integer, double precision)')"
                             b" is not null").fetchone() == (True,)
+
+
+def test_the_installed_dashboard_extra_serves_its_assets(installed: tuple[Path, Path], dsn: str,
+                                                        tmp_path: Path) -> None:
+    # Last in this module: it adds the [dashboard] extra to the shared venv.
+    wheel, venv = installed
+    uv = shutil.which("uv")
+    assert uv is not None
+    _run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+          f"pgqueue[dashboard] @ {wheel.as_uri()}"], cwd=tmp_path)
+    process = subprocess.Popen([str(venv / "bin" / "pgqueue"), "dashboard", "--port", "0", "--dsn", dsn],
+                               cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                               env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})
+    try:
+        assert process.stderr is not None
+        line = ""
+        while "serving" not in line:
+            line = process.stderr.readline()
+            assert line, "the installed dashboard ended before serving"
+        base = line.split("serving ", 1)[1].split("/", 3)[:3]
+        url = "/".join(base)
+        with urllib.request.urlopen(f"{url}/static/htmx.min.js", timeout=30) as response:
+            assert response.status == 200 and b"htmx" in response.read(200)
+        with urllib.request.urlopen(f"{url}/", timeout=30) as response:
+            assert b"<title>Overview" in response.read()
+    finally:
+        process.terminate()  # the process this test started
+        process.wait(30)

@@ -27,6 +27,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue_cli import render
+from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -538,6 +539,9 @@ def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
     found = target(dsn)
     if not asyncio.run(run_demo(found)):
         raise typer.Exit(EXIT_FAILURE)
+
+
+app.command("dashboard", short_help="Serve the web dashboard (pgqueue[dashboard]).")(dashboard_command)
 
 
 def main() -> None:

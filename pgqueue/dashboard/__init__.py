@@ -1,0 +1,18 @@
+"""The pgqueue web dashboard (``pip install pgqueue[dashboard]``): see and operate every queue.
+
+Serve it with ``pgqueue dashboard`` or mount it into your own ASGI app::
+
+    from pgqueue import Queue
+    from pgqueue.dashboard import create_app
+
+    queue = Queue(dsn)
+    app.mount("/pgqueue", create_app(queue, auth=("ops", password)))
+
+Every read and action goes through pgqueue's public API and its store (no SQL here); every
+page reads a bounded number of rows, whatever the backlog.
+"""
+
+from pgqueue.dashboard.app import create_app
+from pgqueue.dashboard.security import check_bind, is_local_host
+
+__all__ = ["check_bind", "create_app", "is_local_host"]

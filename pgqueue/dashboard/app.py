@@ -1,0 +1,66 @@
+"""The dashboard as a Starlette application: :func:`create_app`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import ModuleType
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+from pgqueue import Queue, QueueStorageError
+from pgqueue.dashboard.core import HERE, Dashboard, Options
+from pgqueue.dashboard.pages import failed, jobs, overview, workers
+from pgqueue.dashboard.security import BasicAuth, SecurityHeaders
+
+__all__ = ["PAGES", "create_app"]
+
+# The pages, in navigation order. Pages for features pgqueue does not have yet get no entry.
+PAGES: tuple[ModuleType, ...] = (overview, failed, jobs, workers)
+
+
+def create_app(queue: Queue, *, read_only: bool = False, auth: tuple[str, str] | None = None,
+               connection: str | None = None, redact: Iterable[str] = (), count_cap: int = 200,
+               failed_count_cap: int = 2_000, sample_pages: int = 300,
+               page_size: int = 50, scan_limit: int = 10_000, refresh_seconds: float = 2.0,
+               debug: bool = False) -> Starlette:
+    """The dashboard of ``queue`` as an ASGI app: serve it with uvicorn or mount it in your own app.
+
+    ``read_only`` hides every action and makes the server refuse them. ``auth`` (user, password)
+    requires HTTP basic auth on every request. ``connection`` picks the named connection whose
+    database is shown. ``redact`` names arg fields masked for every job, besides each job class's
+    own ``redact``. ``count_cap``: job counts stop there (per queue, priority and due / not yet
+    due), failure counts at ``failed_count_cap`` per queue; larger ones are estimated from a
+    random sample of ``sample_pages`` pages of the table, so pages stay fast at any backlog. ``scan_limit``: at
+    most that many rows are read per page of a filtered list.
+    The app uses the queue's pool; whoever opened the queue closes it.
+    """
+    if min(count_cap, failed_count_cap, sample_pages, page_size) < 1 or scan_limit < page_size + 1 \
+            or not refresh_seconds > 0:
+        raise ValueError("count_cap, failed_count_cap, sample_pages and page_size must be >= 1, "
+                         "scan_limit > page_size, refresh_seconds > 0")
+    options = Options(read_only=read_only, connection=connection, count_cap=count_cap,
+                      failed_count_cap=failed_count_cap, sample_pages=sample_pages, page_size=page_size,
+                      scan_limit=scan_limit, refresh_seconds=refresh_seconds, redact=tuple(redact))
+    dash = Dashboard(queue, options)
+    routes: list[BaseRoute] = []
+    for page in PAGES:
+        dash.nav.append(page.NAV)
+        routes.extend(page.routes(dash))
+    routes.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
+
+    async def storage_error(request: Request, exc: Exception) -> Response:
+        # The database is unreachable or not migrated: say so on the page instead of a bare 500.
+        return PlainTextResponse(f"pgqueue dashboard: {exc}\n", status_code=503)
+
+    middleware = [Middleware(SecurityHeaders)]
+    if auth is not None:
+        middleware.insert(0, Middleware(BasicAuth, user=auth[0], password=auth[1]))
+    app = Starlette(debug=debug, routes=routes, middleware=middleware,
+                    exception_handlers={QueueStorageError: storage_error})
+    app.state.dashboard = dash
+    return app

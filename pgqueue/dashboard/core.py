@@ -1,0 +1,191 @@
+"""What every page shares: the store, the options, rendering, and the checks around actions."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from psycopg.conninfo import conninfo_to_dict
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+
+from pgqueue import Queue, QueueError
+from pgqueue.dashboard.redact import Redactor
+from pgqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token, origin_matches
+from pgqueue.store import Store
+
+__all__ = ["Dashboard", "NavItem", "Options"]
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class NavItem:
+    """One entry of the navigation: a page that exists (features that do not exist have none)."""
+
+    title: str
+    path: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a dashboard was asked to behave (see :func:`pgqueue.dashboard.create_app`)."""
+
+    read_only: bool = False
+    connection: str | None = None
+    count_cap: int = 200
+    failed_count_cap: int = 2_000
+    sample_pages: int = 300
+    page_size: int = 50
+    scan_limit: int = 10_000
+    refresh_seconds: float = 2.0
+    redact: tuple[str, ...] = ()
+    title: str = "pgqueue"
+
+
+@dataclass
+class Dashboard:
+    """The state of one dashboard app: the queue it shows, its options, its templates and nav."""
+
+    queue: Queue
+    options: Options
+    nav: list[NavItem] = field(default_factory=list)
+    _store: Store | None = None
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor(self.options.redact)
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        )
+        self.templates.filters.update(count=format_count, age=format_age, when=format_when,
+                                      pretty=pretty_json)
+
+    async def store(self) -> Store:
+        """The store of the dashboard's connection (the queue's pool, opened on first use)."""
+        if self._store is None:
+            self._store = Store(await self.queue.pool(self.options.connection))
+        return self._store
+
+    def database(self) -> str:
+        """Where the dashboard reads, for the header: user@host:port/dbname, never the password."""
+        try:
+            parts = conninfo_to_dict(self.queue.dsn)
+        except Exception:
+            return "(database)"
+        host = parts.get("host") or "localhost"
+        port = f":{parts['port']}" if parts.get("port") else ""
+        user = f"{parts['user']}@" if parts.get("user") else ""
+        return f"{user}{host}{port}/{parts.get('dbname') or ''}"
+
+    # -------------------------------------------------------------- rendering
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """Render a page (or fragment) with what every template needs: nav, CSRF token, options."""
+        csrf = request.cookies.get(CSRF_COOKIE) or getattr(request.state, "csrf", None) or new_csrf_token()
+        request.state.csrf = csrf
+        html = self.templates.get_template(template).render(
+            request=request, url=partial(url, request), nav=self.nav,
+            options=self.options, read_only=self.options.read_only, csrf=csrf, csrf_field=CSRF_FIELD,
+            database=self.database(), flash_message=request.query_params.get("msg"),
+            flash_error=request.query_params.get("err"), **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        if request.cookies.get(CSRF_COOKIE) != csrf:
+            response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict",
+                                path=request.scope.get("root_path") or "/")
+        return response
+
+    # ---------------------------------------------------------------- actions
+    async def action(self, request: Request, run: Callable[[FormData], Awaitable[str]]) -> Response:
+        """Run a POSTed action: refused when read-only or without a valid CSRF token; then back to ``next``.
+
+        ``run`` returns the message shown on the page it redirects to; a :class:`~pgqueue.QueueError`
+        it raises is shown as the error instead (nothing else was changed by that action).
+        """
+        if self.options.read_only:
+            return PlainTextResponse("this dashboard is read-only: actions are disabled (started with "
+                                     "--read-only / read_only=True)\n", status_code=403)
+        form = await request.form()
+        submitted = form.get(CSRF_FIELD)
+        if not csrf_matches(request.cookies.get(CSRF_COOKIE), submitted if isinstance(submitted, str) else None) \
+                or not origin_matches(request.headers, request.headers.get("host")):
+            return PlainTextResponse("refused: the form's CSRF token is missing or stale, or the request came from "
+                                     "another site; nothing was changed. Reload the page and try again.\n",
+                                     status_code=403)
+        target = safe_next(request, form.get("next"))
+        try:
+            note = await run(form)
+        except QueueError as exc:
+            return RedirectResponse(with_params(target, err=str(exc)), status_code=303)
+        return RedirectResponse(with_params(target, msg=note), status_code=303)
+
+
+def url(request: Request, route: str, path: dict[str, Any] | None = None, /, **params: Any) -> str:
+    """The path of a named route (under the app's mount point), with the query params that are set.
+
+    Positional-only, so that query params may be called ``name`` or ``path`` (the job name filter).
+    """
+    found = request.scope.get("root_path", "") + str(
+        request.app.url_path_for(route, **{k: str(v) for k, v in (path or {}).items()}))
+    query = {k: v for k, v in params.items() if v not in (None, "")}
+    return f"{found}?{urlencode(query)}" if query else found
+
+
+def safe_next(request: Request, value: object) -> str:
+    """Where an action returns to: a path of this app (never another site), else the overview."""
+    root = request.scope.get("root_path", "") or ""
+    if isinstance(value, str) and value.startswith(root + "/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return root + "/"
+
+
+def with_params(target: str, **params: str) -> str:
+    """``target`` with its ``msg``/``err`` replaced by ``params``."""
+    path, _, query = target.partition("?")
+    kept = [pair for pair in (query.split("&") if query else []) if pair.split("=")[0] not in ("msg", "err")]
+    kept.append(urlencode(params))
+    return f"{path}?{'&'.join(kept)}"
+
+
+# ------------------------------------------------------------------ formatting
+def format_count(value: int, capped: bool = False) -> str:
+    """A count with thousands separators; ``capped``: "at least", shown with a trailing +."""
+    return f"{value:,}+" if capped else f"{value:,}"
+
+
+def format_age(seconds: float | None) -> str:
+    """An age or duration, short: 850 ms, 42 s, 5 min 3 s, 2 h 10 min, 3 d 4 h."""
+    if seconds is None or math.isnan(seconds):
+        return "\u2013"  # an en dash: "nothing" in a table cell
+    if seconds < 1:
+        return f"{max(seconds, 0) * 1000:.0f} ms"
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def format_when(moment: datetime | None) -> str:
+    """A moment in UTC, to the second."""
+    if moment is None:
+        return "\u2013"  # an en dash: "nothing" in a table cell
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def pretty_json(value: Any) -> str:
+    """JSON indented for reading (non-ASCII kept)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)

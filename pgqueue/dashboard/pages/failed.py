@@ -1,0 +1,200 @@
+"""Failed jobs: a filtered, keyset-paged list, a failure in full, and retry / forget / flush."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pgqueue import QueueError, QueueRetryError
+from pgqueue.dashboard.core import Dashboard, NavItem
+
+NAV = NavItem("Failed jobs", "/failed", "failed")
+
+# The reasons pgqueue.failed_jobs accepts (its check constraint, sql/schema/0001_schema.sql).
+REASONS = ("exception", "attempts_exhausted", "deadline_passed", "lease_expired_after_final_attempt",
+           "payload_invalid", "unknown_job", "failed_by_handler")
+# How many failures one "retry selected" may name: one page's worth, with room to spare.
+MAX_SELECTED = 500
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """A filter time from the form (``YYYY-MM-DDTHH:MM[:SS]``, UTC unless it says otherwise)."""
+    if not text:
+        return None
+    moment = datetime.fromisoformat(text.strip().replace(" ", "T").removesuffix("Z"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_cursor(text: str | None) -> tuple[datetime, uuid.UUID] | None:
+    """A page cursor ``<failed_at ISO>_<failure id>`` (made by :func:`cursor`)."""
+    if not text:
+        return None
+    moment, _, failure_id = text.rpartition("_")
+    return datetime.fromisoformat(moment), uuid.UUID(failure_id)
+
+
+def cursor(failed_at: datetime, failure_id: uuid.UUID) -> str:
+    """The cursor of a position in the list (the last row seen)."""
+    return f"{failed_at.isoformat()}_{failure_id}"
+
+
+def parse_ids(values: list[Any]) -> list[uuid.UUID]:
+    """The failure ids ticked in the list (raises QueueRetryError naming a malformed one)."""
+    ids = []
+    for value in values[:MAX_SELECTED + 1]:
+        try:
+            ids.append(uuid.UUID(str(value)))
+        except ValueError:
+            raise QueueRetryError(f"{value!r} is not a failure id; nothing was changed") from None
+    if len(ids) > MAX_SELECTED:
+        raise QueueRetryError(f"select at most {MAX_SELECTED} failures at once; nothing was changed")
+    return ids
+
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    """The list, one failure, and the actions (POST, CSRF-checked, refused when read-only)."""
+
+    async def listing(request: Request) -> Response:
+        params = request.query_params
+        filters = {key: (params.get(key) or "").strip() for key in ("queue", "name", "reason", "since", "until")}
+        problems: list[str] = []
+        since = until = after = None
+        try:
+            since = parse_moment(filters["since"])
+        except ValueError:
+            problems.append(f"'from' {filters['since']!r} is not a time (YYYY-MM-DD HH:MM, UTC); it was ignored")
+        try:
+            until = parse_moment(filters["until"])
+        except ValueError:
+            problems.append(f"'to' {filters['until']!r} is not a time (YYYY-MM-DD HH:MM, UTC); it was ignored")
+        try:
+            after = parse_cursor(params.get("after"))
+        except ValueError:
+            problems.append("the page position in the address is malformed; showing the newest failures")
+        reason = filters["reason"] or None
+        if reason is not None and reason not in REASONS:
+            problems.append(f"unknown reason {reason!r}; it was ignored")
+            reason = None
+        size = dash.options.page_size
+        narrowing = bool(filters["name"] or reason)
+        store = await dash.store()
+        # Without a name or reason filter every row read is a match: read one page, not a whole scan.
+        page = await store.failed_page(queue=filters["queue"] or None, name=filters["name"] or None,
+                                       reason=reason, since=since, until=until, after=after,
+                                       scan=dash.options.scan_limit if narrowing else size + 1, limit=size + 1)
+        rows = page.rows[:size]
+        next_cursor = None
+        searched_only = False
+        if len(page.rows) > size:
+            next_cursor = cursor(rows[-1]["failed_at"], rows[-1]["id"])
+        elif narrowing and page.scanned >= dash.options.scan_limit and page.last is not None:
+            # The scan stopped before the page filled: the next page continues the search.
+            next_cursor = cursor(page.last[0], page.last[1])
+            searched_only = True
+        for row in rows:
+            # The list shows no args, but a message may quote a masked one.
+            _, secrets = dash.redactor.args(row["name"], row.pop("args"))
+            row["message"] = dash.redactor.text(row["message"], secrets)
+        return dash.render(
+            request, "failed.html", page="failed", rows=rows, filters=filters, reasons=REASONS, reason=reason,
+            problems=problems, next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
+            first_page=after is None, estimates=await store.table_estimates(), here=str(request.url.path) + (
+                f"?{request.url.query}" if request.url.query else ""),
+        )
+
+    async def detail(request: Request) -> Response:
+        try:
+            failure_id = uuid.UUID(request.path_params["failure_id"])
+        except ValueError:
+            return dash.render(request, "missing.html", status=404, page="failed", what="failure",
+                               ident=request.path_params["failure_id"])
+        store = await dash.store()
+        row = await store.failed_find(failure_id)
+        if row is None:
+            return dash.render(request, "missing.html", status=404, page="failed", what="failure",
+                               ident=str(failure_id))
+        envelope, secrets = dash.redactor.envelope(row["envelope"])
+        history = await store.job_failures(row["job_id"], 20)
+        live = await store.job_find(row["job_id"])
+        return dash.render(
+            request, "failure.html", page="failed", failure=row, envelope=envelope,
+            name=str(row["envelope"].get("name", "?")) if isinstance(row["envelope"], dict) else "?",
+            args=envelope.get("args") if isinstance(envelope, dict) else None,
+            message=dash.redactor.text(row["message"], secrets),
+            traceback=dash.redactor.text(row["traceback"], secrets),
+            history=[h for h in history if h["id"] != row["id"]], live=live,
+            masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
+        )
+
+    async def retry_one(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            failure_id = request.path_params["failure_id"]
+            job_id = await dash.queue.retry_failed(failure_id, connection=dash.options.connection)
+            return f"retried failure {failure_id}: job {job_id} is ready on its queue again"
+        return await dash.action(request, run)
+
+    async def forget_one(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            failure_id = request.path_params["failure_id"]
+            try:
+                uuid.UUID(failure_id)
+            except ValueError:
+                raise QueueRetryError(f"{failure_id!r} is not a failure id; nothing was forgotten") from None
+            repository = await dash.queue.failed(dash.options.connection)
+            if not await repository.forget(failure_id):
+                return f"failure {failure_id} was already gone"
+            return f"forgot failure {failure_id}"
+        return await dash.action(request, run)
+
+    async def retry_selected(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            ids = parse_ids(form.getlist("id"))
+            if not ids:
+                raise QueueRetryError("no failure was selected; tick the ones to retry")
+            retried, refused = 0, []
+            for failure_id in ids:
+                try:
+                    await dash.queue.retry_failed(failure_id, connection=dash.options.connection)
+                    retried += 1
+                except QueueError as exc:
+                    refused.append(str(exc))
+            note = f"retried {retried} of {len(ids)} selected failures"
+            if refused:
+                note += f"; not retried: {'; '.join(refused[:3])}" + (" …" if len(refused) > 3 else "")
+            return note
+        return await dash.action(request, run)
+
+    async def forget_selected(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            ids = parse_ids(form.getlist("id"))
+            if not ids:
+                raise QueueRetryError("no failure was selected; tick the ones to forget")
+            repository = await dash.queue.failed(dash.options.connection)
+            forgotten = sum([await repository.forget(failure_id) for failure_id in ids])
+            return f"forgot {forgotten} of {len(ids)} selected failures"
+        return await dash.action(request, run)
+
+    async def flush(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            queue = form.get("queue")
+            queue = queue.strip() if isinstance(queue, str) and queue.strip() else None
+            repository = await dash.queue.failed(dash.options.connection)
+            removed = await repository.flush(queue)
+            return f"flushed {removed:,} failures" + (f" of queue {queue!r}" if queue else " (every queue)")
+        return await dash.action(request, run)
+
+    return [
+        Route("/failed", listing, name="failed"),
+        Route("/failed/retry-selected", retry_selected, methods=["POST"], name="failed_retry_selected"),
+        Route("/failed/forget-selected", forget_selected, methods=["POST"], name="failed_forget_selected"),
+        Route("/failed/flush", flush, methods=["POST"], name="failed_flush"),
+        Route("/failed/{failure_id}", detail, name="failure"),
+        Route("/failed/{failure_id}/retry", retry_one, methods=["POST"], name="failure_retry"),
+        Route("/failed/{failure_id}/forget", forget_one, methods=["POST"], name="failure_forget"),
+    ]

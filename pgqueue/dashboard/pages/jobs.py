@@ -1,0 +1,68 @@
+"""Jobs: find live jobs by id, queue or name (keyset pages), and one job with its attempts and lease."""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from pgqueue.dashboard.core import Dashboard, NavItem, url
+
+NAV = NavItem("Jobs", "/jobs", "jobs")
+
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    """``/jobs`` (search) and ``/jobs/{job_id}`` (one job, live or only in failed_jobs)."""
+
+    async def listing(request: Request) -> Response:
+        params = request.query_params
+        filters = {key: (params.get(key) or "").strip() for key in ("id", "queue", "name")}
+        problems: list[str] = []
+        if filters["id"]:
+            try:
+                job_id = uuid.UUID(filters["id"])
+            except ValueError:
+                problems.append(f"{filters['id']!r} is not a job id (a UUID); showing the search instead")
+            else:
+                return RedirectResponse(url(request, "job", {"job_id": job_id}), status_code=303)
+        after = None
+        if params.get("after"):
+            try:
+                after = uuid.UUID(params["after"])
+            except ValueError:
+                problems.append("the page position in the address is malformed; showing the newest jobs")
+        size = dash.options.page_size
+        narrowing = bool(filters["queue"] or filters["name"])
+        store = await dash.store()
+        page = await store.jobs_page(queue=filters["queue"] or None, name=filters["name"] or None, after=after,
+                                     scan=dash.options.scan_limit if narrowing else size + 1, limit=size + 1)
+        rows = page.rows[:size]
+        next_cursor = None
+        searched_only = False
+        if len(page.rows) > size:
+            next_cursor = str(rows[-1]["id"])
+        elif narrowing and page.scanned >= dash.options.scan_limit and page.last is not None:
+            next_cursor = str(page.last[0])
+            searched_only = True
+        return dash.render(request, "jobs.html", page="jobs", rows=rows, filters=filters, problems=problems,
+                           next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
+                           first_page=after is None, estimates=await store.table_estimates())
+
+    async def detail(request: Request) -> Response:
+        try:
+            job_id = uuid.UUID(request.path_params["job_id"])
+        except ValueError:
+            return dash.render(request, "missing.html", status=404, page="jobs", what="job",
+                               ident=request.path_params["job_id"])
+        store = await dash.store()
+        row = await store.job_find(job_id)
+        failures = await store.job_failures(job_id, 20)
+        if row is None and not failures:
+            return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
+        envelope, _ = dash.redactor.envelope(row["envelope"] if row else None)
+        return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
+                           failures=failures)
+
+    return [Route("/jobs", listing, name="jobs"), Route("/jobs/{job_id}", detail, name="job")]

@@ -1,0 +1,238 @@
+"""The dashboard in a real browser: Debian's chromium, headless, driven by Playwright (issue 16).
+
+Each test serves the dashboard with uvicorn on a free 127.0.0.1 port against its own seeded
+database, clicks what an operator clicks, and checks the database changed. Skipped, with the
+reason, when /usr/bin/chromium is absent (CI installs it: .ci/run). Playwright never downloads a
+browser here: it is pointed at the system one.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.dashboard_support import SECRET, SignUp, failure, seed, served
+from tests.helpers import envelope
+from tests.sql_calls import enqueue, enqueue_many, scalar
+
+CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason=f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run does)")
+
+__all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="pgq-chromium-") as profile, sync_playwright() as playwright:
+        # A persistent context is how Playwright takes a user-data-dir of our own: a fresh one per module.
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), args=ARGS, headless=True,
+            viewport={"width": 1280, "height": 800})
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    tab = browser.new_page()
+    tab.set_default_timeout(15_000)
+    browser.clear_cookies()
+    try:
+        yield tab
+    finally:
+        tab.close()
+
+
+def count(dsn: str, statement: str, *params: Any) -> Any:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return scalar(conn, statement, params)
+
+
+def expect(locator: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def test_the_overview_lists_every_queue_and_refreshes_in_place(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(server.url + "/")
+        rows = page.locator("[data-testid=queue-counts] tbody tr")
+        assert sorted(rows.evaluate_all("rows => rows.map(r => r.dataset.queue)")) == [
+            "accounts", "emails", "reports"]
+        emails = page.locator("tr[data-queue=emails]")
+        assert emails.locator("[data-col=ready]").inner_text() == "3"
+        assert emails.locator("[data-col=delayed]").inner_text() == "1"
+        assert emails.locator("[data-col=failed]").inner_text() == "2"
+        reports = page.locator("tr[data-queue=reports]")
+        assert reports.locator("[data-col=reserved]").inner_text() == "1"
+        assert reports.locator("[data-col=expired]").inner_text() == "1"
+
+        # A marker on the window survives only if the page is not reloaded.
+        page.evaluate("window.__notReloaded = true")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("emails", name="app:send_email"))
+        # Waits (polling the DOM, no sleep) until the refreshed fragment shows the new job.
+        expect(emails.locator("[data-col=ready]")).to_have_text("4")
+        assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver") for _ in range(2400)])
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver") for _ in range(650)], delays=[600.0] * 650)
+        for i in range(4):
+            failure(conn, "webhooks", name="app:deliver", message=f"HTTP 503 from hooks.example.com ({i})")
+    with served(dsn) as server:
+        page.goto(server.url + "/")
+        ready = page.locator("tr[data-queue=webhooks] [data-col=ready]")
+        # The table is smaller than the sample, so the "estimate" read all of it: exact, and marked.
+        assert ready.inner_text() == "≈ 2,400"
+        assert "estimated from a random sample" in (ready.get_attribute("title") or "")
+        assert page.locator("tr[data-queue=webhooks] [data-col=delayed]").inner_text() == "≈ 650"
+        assert page.locator("tr[data-queue=emails] [data-col=ready]").inner_text() == "3"
+        page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
+
+
+def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with served(dsn) as server:
+        page.goto(server.url + "/failed")
+        assert page.locator("[data-testid=failures] tbody tr[data-failure]").count() == 3
+        page.fill("input[name=name]", "app:send_digest")
+        page.click("form.filters button[type=submit]")
+        assert page.locator("tbody tr[data-failure]").count() == 1
+        assert "template missing" in page.locator("tbody").inner_text()
+
+        # The detail of the failure with a secret: masked in args, message and traceback.
+        page.goto(f"{server.url}/failed/{made.secret_failure}")
+        assert page.locator("[data-testid=message]").inner_text().startswith("login refused for password")
+        assert SECRET not in page.content()
+        assert "ann@example.com" in page.locator("[data-testid=args]").inner_text()
+        page.screenshot(path=str(DOCS / "dashboard-failure.png"), full_page=True)
+
+        page.click("button:text('Retry')")
+        page.wait_for_url(re.compile(r"/failed\?"))
+        assert "retried failure" in page.locator(".flash.ok").inner_text()
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", made.secret_failure) == 0
+        assert count(dsn, "select attempts from pgqueue.jobs where envelope->>'name' = %s", SignUp.name) == 0
+
+        target = made.failures[0]
+        page.goto(f"{server.url}/failed/{target}")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("button:text('Forget')")
+        page.wait_for_url(re.compile(r"/failed\?"))
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
+
+
+def test_retry_selected_and_flush(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        extra = failure(conn, "emails", name="app:send_email", message="again")
+    with served(dsn) as server:
+        page.goto(server.url + "/failed?queue=emails")
+        page.check(f"tr[data-failure='{made.failures[0]}'] input[name=id]")
+        page.check(f"tr[data-failure='{extra}'] input[name=id]")
+        page.click("button:text('Retry selected')")
+        page.wait_for_url(re.compile(r"msg="))
+        assert "retried 2 of 2" in page.locator(".flash.ok").inner_text()
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where queue = 'emails'") == 1
+        assert count(dsn, "select count(*) from pgqueue.jobs where id in (select job_id from pgqueue.failed_jobs)") == 0
+
+        # Flush with the queue filter set: only that queue's failures go, after the confirmation.
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("form.flush button")
+        page.wait_for_url(re.compile(r"msg=flushed"))
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where queue = 'emails'") == 0
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where queue = 'accounts'") == 1
+        # Dismissing the confirmation changes nothing.
+        page.goto(server.url + "/failed")
+        page.once("dialog", lambda dialog: dialog.dismiss())
+        page.click("form.flush button")
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 1
+
+
+def test_jobs_search_and_a_job_with_its_lease(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with served(dsn) as server:
+        page.goto(server.url + "/jobs")
+        page.fill("input[name=queue]", "reports")
+        page.click("form.filters button[type=submit]")
+        assert page.locator("[data-testid=jobs] tbody tr[data-job]").count() == 2
+        page.fill("input[name=id]", str(made.reserved))
+        page.fill("input[name=queue]", "")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_url(re.compile(str(made.reserved)))
+        facts = page.locator("[data-testid=job-facts]").inner_text()
+        assert "reserved" in facts and "token" in facts and "ends in" in facts
+        page.goto(f"{server.url}/jobs/{made.expired}")
+        assert "expired" in page.locator("[data-testid=job-facts]").inner_text()
+
+
+def test_workers_page_shows_a_listening_session(dsn: str, page: Any) -> None:
+    with psycopg.connect(dsn, autocommit=True) as listener, served(dsn) as server:
+        listener.execute("set application_name = 'worker-under-test'")
+        listener.execute("listen pgqueue")
+        page.goto(server.url + "/workers")
+        assert "worker-under-test" in page.locator("[data-testid=workers]").inner_text()
+
+
+def test_read_only_hides_every_action_and_the_server_refuses_them(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with served(dsn, read_only=True) as server:
+        page.goto(server.url + "/failed")
+        assert page.locator("text=read-only").count() >= 1
+        assert page.locator("form[method=post] button, button[formaction]").count() == 0
+        page.goto(f"{server.url}/failed/{made.failures[0]}")
+        assert page.locator("button").count() == 0
+        # A forged post from the page itself (cookie and token included) is still refused.
+        status = page.evaluate("""async (url) => {
+            const body = new URLSearchParams({csrf: 'x'});
+            return (await fetch(url, {method: 'POST', body})).status; }""",
+                               f"{server.url}/failed/{made.failures[0]}/retry")
+        assert status == 403
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
+
+
+def test_basic_auth_is_required_when_configured(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with served(dsn, auth=("ops", "s3cret")) as server:
+        from playwright.sync_api import Error as BrowserError
+
+        # Headless chromium has nobody to ask for a password: the 401 ends the navigation.
+        with pytest.raises(BrowserError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            page.goto(server.url + "/")
+        page.set_extra_http_headers({"Authorization": "Basic " + base64.b64encode(b"ops:s3cret").decode()})
+        response = page.goto(server.url + "/")
+        assert response is not None and response.status == 200
+        assert page.locator("tr[data-queue=emails]").count() == 1
+
+
+def test_the_page_loads_nothing_from_other_hosts(dsn: str, page: Any) -> None:
+    seed(dsn)
+    requested: list[str] = []
+    with served(dsn) as server:
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(server.url + "/", wait_until="load")
+        assert page.evaluate("typeof window.htmx") == "object"
+    assert requested and all(url.startswith(server.url) for url in requested), requested

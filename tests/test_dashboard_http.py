@@ -1,0 +1,350 @@
+"""The dashboard's routes without a browser (issue 16): every page, the actions and their guards.
+
+Requests go through httpx's ASGI transport into the app, on the test's event loop, against a
+real seeded database: the pages render, the actions change the database, and a missing or
+wrong CSRF token, a foreign origin, read-only mode and missing credentials change nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from pgqueue import Queue
+from pgqueue.dashboard import check_bind, create_app, is_local_host
+from tests.cli_support import REPO, cli_env, command, pgqueue
+from tests.dashboard_support import SECRET, Seeded, SignUp, failure, seed
+from tests.helpers import envelope
+from tests.sql_calls import enqueue_many, rows, scalar
+from tests.worker_support import settings_for
+
+__all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
+
+Client = Callable[..., Any]
+
+
+@pytest.fixture
+async def seeded(dsn: str) -> Seeded:
+    return seed(dsn)
+
+
+@pytest.fixture
+async def opened(dsn: str) -> AsyncIterator[Queue]:
+    async with Queue(settings=settings_for(dsn)) as queue:
+        yield queue
+
+
+def client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kwargs)
+
+
+def count(dsn: str, statement: str, *params: Any) -> Any:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return scalar(conn, statement, params)
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+async def test_every_page_renders(opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened)) as web:
+        pages = ["/", "/overview/counts", "/failed", f"/failed/{seeded.failures[0]}", "/jobs",
+                 f"/jobs/{seeded.reserved}", "/workers", "/failed?queue=emails&name=app:send_digest",
+                 "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email"]
+        for path in pages:
+            response = await web.get(path)
+            assert response.status_code == 200, (path, response.text[:500])
+            assert response.headers["content-security-policy"].startswith("default-src 'self'")
+        counts = (await web.get("/overview/counts")).text
+        assert "<html" not in counts and 'data-queue="emails"' in counts
+        failed = (await web.get("/failed?name=app:send_digest")).text
+        assert "template missing" in failed and "SMTP said 451" not in failed
+        for asset in ("htmx.min.js", "dashboard.js", "dashboard.css"):
+            assert (await web.get(f"/static/{asset}")).status_code == 200
+
+
+async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Queue) -> None:
+    async with client(create_app(opened)) as web:
+        html = (await web.get("/")).text
+    nav = re.search(r"<nav>(.*?)</nav>", html, re.S)
+    assert nav is not None
+    assert re.findall(r">([^<]+)</a>", nav.group(1)) == ["Overview", "Failed jobs", "Jobs", "Workers"]
+    for absent in ("Cancel", "Pause", "Resume", "Schedules", "Limits", "Throughput"):
+        assert absent not in html
+
+
+async def test_unknown_and_malformed_ids_are_404_pages(opened: Queue) -> None:
+    async with client(create_app(opened)) as web:
+        for path in (f"/failed/{uuid.uuid4()}", "/failed/not-a-uuid", f"/jobs/{uuid.uuid4()}", "/jobs/zzz"):
+            response = await web.get(path)
+            assert response.status_code == 404 and "No such" in response.text, path
+
+
+async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened)) as web:
+        response = await web.get("/failed?since=yesterday&reason=bogus&after=garbage&queue=emails")
+        assert response.status_code == 200
+        assert "&#39;from&#39; &#39;yesterday&#39; is not a time" in response.text
+        assert "unknown reason" in response.text and "malformed" in response.text
+        assert 'value="emails"' in response.text  # the input is kept in the form
+        response = await web.get("/jobs?id=nope")
+        assert response.status_code == 200 and "is not a job id" in response.text
+        response = await web.get(f"/jobs?id={seeded.reserved}")
+        assert response.status_code == 303 and response.headers["location"] == f"/jobs/{seeded.reserved}"
+
+
+async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Queue, seeded: Seeded) -> None:
+    target = seeded.failures[0]
+    async with client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/failed")).text)
+        assert web.cookies.get("pgqueue_csrf") == token
+        refused = [
+            await web.post(f"/failed/{target}/forget", data={"next": "/failed"}),
+            await web.post(f"/failed/{target}/forget", data={"csrf": "guess", "next": "/failed"}),
+            await web.post(f"/failed/{target}/forget", data={"csrf": token},
+                           headers={"origin": "http://evil.example"}),
+        ]
+        assert [r.status_code for r in refused] == [403, 403, 403]
+        assert "nothing was changed" in refused[0].text
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 1
+    async with client(create_app(opened)) as stranger:
+        # Another client's token with no cookie of its own: refused too.
+        response = await stranger.post(f"/failed/{target}/forget", data={"csrf": token})
+        assert response.status_code == 403
+    async with client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/failed")).text)
+        done = await web.post(f"/failed/{target}/forget", data={"csrf": token, "next": "/failed?queue=emails"},
+                              headers={"origin": "http://testserver"})
+        assert done.status_code == 303
+        assert done.headers["location"].startswith("/failed?queue=emails&msg=forgot")
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
+
+
+async def test_actions_change_the_database(dsn: str, opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/failed")).text)
+        response = await web.post(f"/failed/{seeded.failures[0]}/retry", data={"csrf": token})
+        assert response.status_code == 303 and "msg=retried" in response.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.jobs j join pgqueue.failed_jobs f on f.job_id = j.id") == 0
+        response = await web.post("/failed/retry-selected", data={"csrf": token, "id": [
+            str(seeded.failures[1]), str(uuid.uuid4())]})
+        assert "retried+1+of+2" in response.headers["location"]
+        response = await web.post("/failed/forget-selected", data={"csrf": token, "id": ["not-a-uuid"]})
+        assert "err=" in response.headers["location"]
+        response = await web.post("/failed/flush", data={"csrf": token, "queue": "accounts"})
+        assert "flushed+1+failures+of+queue" in response.headers["location"]
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 0
+    assert count(dsn, "select count(*) from pgqueue.jobs") == 8
+
+
+async def test_a_refused_retry_is_shown_and_keeps_the_failure(dsn: str, opened: Queue, seeded: Seeded) -> None:
+    target = seeded.failures[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # The job is queued again under the same id: retry_failed refuses (PGQ02).
+        conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries) select job_id, queue, envelope, 1"
+                     " from pgqueue.failed_jobs where id = %s", (target,))
+    async with client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/failed")).text)
+        response = await web.post(f"/failed/{target}/retry", data={"csrf": token}, follow_redirects=True)
+        assert "already queued again" in response.text and 'class="flash bad"' in response.text
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 1
+
+
+async def test_next_never_leaves_the_dashboard(opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/failed")).text)
+        for evil in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+            response = await web.post(f"/failed/{uuid.uuid4()}/forget", data={"csrf": token, "next": evil})
+            assert response.headers["location"].startswith("/?"), evil
+
+
+async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened, read_only=True)) as web:
+        for path in ("/", "/failed", f"/failed/{seeded.failures[0]}", "/jobs", f"/jobs/{seeded.reserved}"):
+            html = (await web.get(path)).text
+            assert 'method="post"' not in html and "<button" not in html.replace(
+                '<button type="submit">Filter</button>', "").replace('<button type="submit">Find</button>', ""), path
+            assert "read-only" in html
+        token = csrf_of((await web.get("/failed")).text) if 'name="csrf"' in (await web.get("/failed")).text \
+            else "none"
+        for path in (f"/failed/{seeded.failures[0]}/retry", f"/failed/{seeded.failures[0]}/forget",
+                     "/failed/flush", "/failed/retry-selected"):
+            response = await web.post(path, data={"csrf": token, "id": str(seeded.failures[0])})
+            assert response.status_code == 403 and "read-only" in response.text
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
+
+
+async def test_basic_auth_guards_every_request(opened: Queue) -> None:
+    app = create_app(opened, auth=("ops", "pa:ss"))
+    good = "Basic " + base64.b64encode(b"ops:pa:ss").decode()
+    bad = "Basic " + base64.b64encode(b"ops:nope").decode()
+    async with client(app) as web:
+        for path in ("/", "/failed", "/static/dashboard.css", "/overview/counts"):
+            response = await web.get(path)
+            assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Basic"), path
+        assert (await web.get("/", headers={"authorization": bad})).status_code == 401
+        assert (await web.get("/", headers={"authorization": "Bearer ops"})).status_code == 401
+        assert (await web.get("/", headers={"authorization": "Basic !!!"})).status_code == 401
+        assert (await web.get("/", headers={"authorization": good})).status_code == 200
+
+
+async def test_redacted_args_never_reach_the_page(opened: Queue, seeded: Seeded) -> None:
+    async with client(create_app(opened, redact=("to",))) as web:
+        for path in ("/failed", f"/failed/{seeded.secret_failure}", f"/jobs/{seeded.ready[0]}"):
+            html = (await web.get(path)).text
+            assert SECRET not in html, path
+        detail = (await web.get(f"/failed/{seeded.secret_failure}")).text
+        assert "ann@example.com" in detail and "masked: password, to" in detail
+        job = (await web.get(f"/jobs/{seeded.ready[0]}")).text
+        assert "a@example.com" not in job  # masked for every job by redact=("to",)
+
+
+async def test_the_dsn_password_is_never_shown(dsn: str, seeded: Seeded) -> None:
+    # Trust authentication ignores the password: the page must still never print it.
+    async with Queue(settings=settings_for(dsn + " password=TopSecret-9")) as queue, \
+            client(create_app(queue)) as web:
+        for path in ("/", "/failed", "/jobs", "/workers", f"/failed/{seeded.failures[0]}"):
+            html = (await web.get(path)).text
+            assert "TopSecret-9" not in html, path
+        assert "/pgqueue_test_" in (await web.get("/")).text
+
+
+async def test_mounted_under_a_prefix_links_and_actions_stay_inside(dsn: str, opened: Queue,
+                                                                   seeded: Seeded) -> None:
+    outer = Starlette(routes=[Mount("/ops/queue", app=create_app(opened))])
+    async with client(outer) as web:
+        html = (await web.get("/ops/queue/failed")).text
+        assert 'href="/ops/queue/static/dashboard.css"' in html and 'href="/ops/queue/jobs"' in html
+        assert f'/ops/queue/failed/{seeded.failures[0]}' in html
+        token = csrf_of(html)
+        response = await web.post(f"/ops/queue/failed/{seeded.failures[0]}/forget",
+                                  data={"csrf": token, "next": "/ops/queue/failed"})
+        assert response.status_code == 303 and response.headers["location"].startswith("/ops/queue/failed?msg=")
+        assert (await web.get("/ops/queue/static/htmx.min.js")).status_code == 200
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 2
+
+
+def test_a_non_local_bind_needs_credentials() -> None:
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        assert is_local_host(host)
+        check_bind(host, None)
+    for host in ("0.0.0.0", "::", "192.168.1.5", "example.com"):
+        assert not is_local_host(host)
+        with pytest.raises(ValueError, match="without authentication"):
+            check_bind(host, None)
+        check_bind(host, ("ops", "secret"))
+
+
+def test_the_command_refuses_a_non_local_bind_without_auth(tmp_path: Path, dsn: str) -> None:
+    result = pgqueue("dashboard", "--host", "0.0.0.0", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "refusing to serve the dashboard on '0.0.0.0' without authentication" in result.stderr
+    result = pgqueue("dashboard", "--auth", "nopassword", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 2 and "USER:PASSWORD" in result.stderr
+
+
+def test_the_command_serves_the_dashboard(tmp_path: Path, dsn: str, seeded: Seeded) -> None:
+    process = subprocess.Popen([*command(), "dashboard", "--port", "0", "--read-only", "--dsn", dsn], cwd=tmp_path,
+                               env=cli_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stderr is not None
+        line = ""
+        while "serving" not in line:
+            line = process.stderr.readline()
+            assert line, "the command ended before serving"
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/ \(read-only\)", line)
+        assert found, line
+        response = httpx.get(f"http://127.0.0.1:{found.group(1)}/failed", timeout=30)
+        assert response.status_code == 200 and "app:send_digest" in response.text
+        assert "<button" not in response.text.replace('<button type="submit">Filter</button>', "")
+    finally:
+        process.terminate()  # the process this test started, by its own handle
+        process.wait(30)
+
+
+def test_pgqueue_and_its_cli_import_without_the_dashboard_extra(tmp_path: Path) -> None:
+    # The web stack is blocked from importing, as if pgqueue[dashboard] were not installed.
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('starlette', 'uvicorn', 'jinja2', 'multipart', 'python_multipart'):\n"
+        "            raise ImportError(f'blocked: {name}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import pgqueue, pgqueue_cli.app\n"
+        "from typer.testing import CliRunner\n"
+        "result = CliRunner().invoke(pgqueue_cli.app.app, ['dashboard'])\n"
+        "print(result.exit_code, result.output)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=cli_env(), capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("2 ") and "pip install 'pgqueue[dashboard]'" in done.stdout + done.stderr
+    assert str(REPO)
+
+
+async def follow_next(web: httpx.AsyncClient, path: str, marker: str) -> list[str]:
+    """Every row id (``data-<marker>``) seen following the Next links from ``path``."""
+    seen: list[str] = []
+    for _ in range(100):
+        html = (await web.get(path)).text
+        seen.extend(re.findall(rf'data-{marker}="([^"]+)"', html))
+        found = re.search(r'rel="next" href="([^"]+)"', html)
+        if not found:
+            return seen
+        path = found.group(1).replace("&amp;", "&")
+    raise AssertionError("the Next links never ended")
+
+
+async def test_next_links_page_through_every_match_once(dsn: str, opened: Queue) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(9):
+            failure(conn, "emails", name="app:a" if i % 3 else "app:b", message=f"m{i}")
+        enqueue_many(conn, [envelope("q" if i % 2 else "r", name="app:x") for i in range(7)])
+        newest_first = [str(r["id"]) for r in rows(
+            conn, "select id from pgqueue.failed_jobs where envelope->>'name' = 'app:a' "
+                  "order by failed_at desc, id desc")]
+        jobs_q = {str(r["id"]) for r in rows(conn, "select id from pgqueue.jobs where queue = 'q'")}
+    async with client(create_app(opened, page_size=2, scan_limit=3)) as web:
+        assert await follow_next(web, "/failed?name=app:a", "failure") == newest_first
+        assert len(await follow_next(web, "/failed", "failure")) == 9
+        seen_jobs = await follow_next(web, "/jobs?queue=q", "job")
+        assert len(seen_jobs) == len(jobs_q) == 3 and set(seen_jobs) == jobs_q
+
+
+def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
+    from pgqueue import Job, JobContext, QueueConfigurationError, job
+    from pgqueue.dashboard.redact import MASK, Redactor
+
+    with pytest.raises(QueueConfigurationError, match="redact must be a tuple of arg names"):
+        class Wrong(Job, register=False):
+            redact = "password"  # type: ignore[assignment]  # the mistake this refuses
+
+            async def handle(self, context: JobContext) -> None: ...
+
+    @job(name="tests.dashboard.charge", redact=["card"])
+    async def charge(card: str, amount: int) -> None: ...
+
+    redactor = Redactor(["token"])
+    args, secrets = redactor.args("tests.dashboard.charge", {
+        "card": "4111-1111", "amount": 5, "nested": [{"token": "abc123", "card": {"n": 4242}}]})
+    assert args == {"card": MASK, "amount": 5, "nested": [{"token": MASK, "card": MASK}]}
+    assert sorted(secrets) == ["4111-1111", "4242", "abc123"]
+    assert redactor.text("card 4111-1111 token abc123 n 4242", secrets) == f"card {MASK} token {MASK} n {MASK}"
+    assert redactor.args("unknown:job", {"card": "x"})[0] == {"card": "x"}
+    assert charge.name == "tests.dashboard.charge"
