@@ -124,7 +124,7 @@ class Job:
 
 
 class FunctionJob(Job, register=False):
-    """A job made from an async function by :func:`job`; its fields are the function's parameters."""
+    """A job made from a function by :func:`job`; its fields are the function's parameters."""
 
     _function: ClassVar[Callable[..., Awaitable[Any]]]
     _wants_context: ClassVar[bool]
@@ -134,6 +134,19 @@ class FunctionJob(Job, register=False):
         if self._wants_context:
             kwargs["context"] = context
         await type(self)._function(**kwargs)
+
+
+class SyncFunctionJob(FunctionJob, register=False):
+    """A job made from a plain (sync) function by :func:`job`: workers run it in their thread pool,
+    with a :class:`~pgqueue.context.SyncJobContext` as ``context``."""
+
+    _sync_function: ClassVar[Callable[..., Any]]
+
+    def handle(self, context: Any) -> None:  # type: ignore[override]  # sync: run in a thread
+        kwargs = self.args()
+        if self._wants_context:
+            kwargs["context"] = context
+        type(self)._sync_function(**kwargs)
 
 
 class JobFactory(Protocol):
@@ -148,8 +161,8 @@ class JobFactory(Protocol):
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0) -> Callable[[Callable[..., Awaitable[Any]]], JobFactory]:
-    """Turn an async function into a job type::
+        priority: int = 0) -> Callable[[Callable[..., Any]], JobFactory]:
+    """Turn a function into a job type::
 
         @job(queue="emails", tries=5)
         async def send_welcome(user_id: int, context: JobContext) -> None: ...
@@ -157,11 +170,14 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
         await send_welcome(user_id=7).dispatch(conn)
 
     A parameter named ``context`` receives the :class:`JobContext`; the others are the args.
+    A plain (sync) function runs in the worker's thread pool and its ``context`` is a
+    :class:`~pgqueue.context.SyncJobContext` (the same methods, blocking).
     """
 
-    def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:
-        if not inspect.iscoroutinefunction(function):
-            raise QueueConfigurationError(f"@job needs an async function, got {function!r}")
+    def decorate(function: Callable[..., Any]) -> JobFactory:
+        if not callable(function) or inspect.isclass(function):
+            raise QueueConfigurationError(f"@job needs a function, got {function!r}")
+        is_async = inspect.iscoroutinefunction(function)
         signature = inspect.signature(function)
         annotations: dict[str, Any] = {}
         defaults: dict[str, Any] = {}
@@ -185,11 +201,12 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "timeout": timeout,
             "backoff": backoff,
             "priority": priority,
-            "_function": staticmethod(function),
+            "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,
         }
-        made: type[FunctionJob] = type(function.__name__, (FunctionJob,), namespace)
+        made: type[FunctionJob] = type(function.__name__, (FunctionJob if is_async else SyncFunctionJob,),
+                                       namespace)
         return made  # type: ignore[return-value]  # a class satisfies the protocol at run time
 
     return decorate

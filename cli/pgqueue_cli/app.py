@@ -13,6 +13,7 @@ import asyncio
 import difflib
 import json
 import logging
+import math
 import sys
 import time
 import uuid
@@ -176,8 +177,8 @@ def queue_work(
     """
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
-        if value is not None and not value > 0:
-            fail(f"{what} must be > 0 seconds, got {value:g}", EXIT_CONFIG)
+        if value is not None and not 0 < value < math.inf:
+            fail(f"{what} must be a finite number of seconds > 0, got {value:g}", EXIT_CONFIG)
     if drain_timeout < 0:
         fail(f"--drain-timeout must be >= 0 seconds, got {drain_timeout:g}", EXIT_CONFIG)
     if not maintenance_interval >= 0:
