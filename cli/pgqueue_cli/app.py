@@ -178,7 +178,7 @@ def queue_work(
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
-            fail(f"{what} must be a finite number of seconds > 0, got {value:g}", EXIT_CONFIG)
+            fail(f"{what} must be > 0 seconds (and finite), got {value:g}", EXIT_CONFIG)
     if drain_timeout < 0:
         fail(f"--drain-timeout must be >= 0 seconds, got {drain_timeout:g}", EXIT_CONFIG)
     if not maintenance_interval >= 0:
