@@ -51,7 +51,9 @@ class Job:
     Class-level settings (all optional; defaults come from the connection): ``name``,
     ``queue``, ``connection``, ``tries``, ``timeout``, ``backoff``, ``priority``; and
     ``retry_until()`` returning absolute epoch seconds (or None) for a deadline.
-    Field values must be JSON: they are stored as the job's args.
+    Field values must be JSON: they are stored as the job's args. A plain ``def handle``
+    (sync) runs in the worker's thread pool and receives a
+    :class:`~pgqueue.context.SyncJobContext`.
     """
 
     name: ClassVar[str]

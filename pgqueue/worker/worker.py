@@ -170,6 +170,10 @@ class Worker:
         self.heartbeat: Heartbeat | None = None
         if config.heartbeat if heartbeat is None else heartbeat:
             self.heartbeat = Heartbeat(pool, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
+        elif config.heartbeat:
+            logger.info("pgqueue: lease heartbeat off on connection %r, whose jobs may have timeouts longer than "
+                        "the lease: a handler that does not call context.extend() is stopped %gs before its "
+                        "%gs lease ends", config.name, config.lease_margin, self.lease)
         self.threads = threads if threads is not None else min(concurrency, 32)
         self._thread_pool: ThreadPoolExecutor | None = None
         self.fetch_cooldown = float(fetch_cooldown)
