@@ -6,20 +6,22 @@ run them with a :class:`~pgqueue.worker.Worker`, and inspect failures from SQL o
 The public API:
 
 - :class:`Job`, :func:`job` (:class:`JobFactory`, :class:`FunctionJob`) — defining jobs;
-  :class:`JobContext` — what a handler receives.
+  :class:`JobContext` — what a handler receives (:class:`SyncJobContext`: what a plain
+  ``def handle`` receives, the same methods, blocking).
 - :class:`Backoff` — retry delays.
 - :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
-- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration.
+- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration;
+  :func:`prepare_database` — the configured database, or the embedded one started and migrated.
 - :class:`Envelope` — what dispatch stores.
 - The errors: :class:`QueueError` and its subclasses.
 """
 
 from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, Settings, load_settings
-from pgqueue.context import JobContext
+from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -33,6 +35,7 @@ from pgqueue.errors import (
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.startup import prepare_database
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -57,11 +60,13 @@ __all__ = [
     "QueueStats",
     "QueueStorageError",
     "Settings",
+    "SyncJobContext",
     "Worker",
     "WorkerStats",
     "default_queue",
     "job",
     "load_settings",
+    "prepare_database",
     "registered_jobs",
     "set_default_queue",
 ]

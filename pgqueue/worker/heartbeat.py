@@ -6,13 +6,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from pgqueue.context import JobContext
-from pgqueue.resources import query
+from pgqueue.store import Store
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -32,8 +31,8 @@ class Heartbeat:
     row may fail before a handler is stopped.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, lease: float, period: float) -> None:
-        self._pool = pool
+    def __init__(self, store: Store, *, lease: float, period: float) -> None:
+        self._store = store
         self.lease = lease
         self.period = period
         self._held: dict[JobContext, None] = {}
@@ -75,10 +74,7 @@ class Heartbeat:
             return
         sent = time.monotonic()
         try:
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(query("heartbeat"),
-                                         ([c.id for c in contexts], [c.token for c in contexts], self.lease))
-                rows = await cur.fetchall()
+            rows = await self._store.heartbeat([c.id for c in contexts], [c.token for c in contexts], self.lease)
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             self.failures += 1
             logger.warning("pgqueue: renewing the leases of %d running handlers failed (%s); a handler whose "
@@ -86,7 +82,7 @@ class Heartbeat:
             return
         self.ticks += 1
         for context, (_, renewed, left) in zip(contexts, rows, strict=True):
-            if renewed:
+            if renewed and left is not None:
                 # Measured from before the call: the time limit errs on the early side.
                 context._lease_renewed(sent + left)
             elif context._lease_lost():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import inspect
 import logging
 import math
 import signal
@@ -15,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -24,16 +23,14 @@ from pgqueue.config import ConnectionConfig
 from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
-from pgqueue.jobs import Job, lookup
+from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
+from pgqueue.store import Store
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
-
-if TYPE_CHECKING:
-    from pgqueue.queue import Queue
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -132,7 +129,7 @@ class Worker:
             thread holds one of the ``concurrency`` slots and its time limit runs.
     """
 
-    def __init__(self, queue: Queue, config: ConnectionConfig, pool: AsyncConnectionPool[Any], *,
+    def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
                  queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
@@ -153,9 +150,9 @@ class Worker:
         interval = 0.0 if maintenance_interval is None else check_seconds(
             maintenance_interval, "maintenance_interval", " (None or 0: no table maintenance)")
         grace = check_seconds(vacuum_grace, "vacuum_grace")
-        self.queue = queue
         self.config = config
-        self.pool = pool
+        self.store = store
+        self.pool: AsyncConnectionPool[Any] = store.pool
         self.queues = list(dict.fromkeys(queues))
         self.concurrency = concurrency
         self.poll_interval = float(poll_interval)
@@ -169,7 +166,7 @@ class Worker:
         #: The lease heartbeat (None when off).
         self.heartbeat: Heartbeat | None = None
         if config.heartbeat if heartbeat is None else heartbeat:
-            self.heartbeat = Heartbeat(pool, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
+            self.heartbeat = Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
         elif config.heartbeat:
             logger.info("pgqueue: lease heartbeat off on connection %r, whose jobs may have timeouts longer than "
                         "the lease: a handler that does not call context.extend() is stopped %gs before its "
@@ -190,7 +187,7 @@ class Worker:
         self.listen = listen
         # LISTEN on the database this connection's jobs are enqueued in: its own DSN when it
         # has one, else the default one.
-        self.listen_dsn = direct or config.dsn or queue.dsn
+        self.listen_dsn = direct or config.dsn or dsn
         self.stats = WorkerStats()
         if interval and config.transaction_pooler and not direct:
             # The VACUUM holds a session advisory lock, which a transaction pooler does not keep.
@@ -203,10 +200,10 @@ class Worker:
         self.maintenance: Maintenance | None = None
         if interval:
             # The VACUUM's own connection: the pool's database, or the direct one behind a pooler.
-            vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or queue.dsn
-            self.maintenance = Maintenance(pool, vacuum_dsn, interval=interval, grace=grace,
+            vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or dsn
+            self.maintenance = Maintenance(self.pool, vacuum_dsn, interval=interval, grace=grace,
                                            vacuumed=self._vacuumed)
-        self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
+        self.completer = Completer(self.pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
                                    on_refused=self._ack_refused)
         self._settler = _Settler(self)
         self._wakeup = asyncio.Event()
@@ -223,7 +220,6 @@ class Worker:
         self._stopping = False
         self._cancel_running = False
         self._running: set[asyncio.Task[bool]] = set()
-        self._reserve_params: tuple[list[str], int, float] = (self.queues, 1, self.lease)
 
     # ---------------------------------------------------------------- control
     def wake(self) -> None:
@@ -332,9 +328,7 @@ class Worker:
     async def _warn_about_unknown_queues(self) -> None:
         """Warn once when a served queue has no job and no failure: often a misspelt name."""
         try:
-            async with self.pool.connection() as conn:
-                cur = await conn.execute(query("served_queues"))
-                known = [row[0] for row in await cur.fetchall()]
+            known = await self.store.served_queues()
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.debug("pgqueue: could not list the queues in use (%s)", exc)
             return
@@ -554,7 +548,7 @@ class Worker:
             await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
             return True
         try:
-            job = job_type(**envelope.args)
+            job = job_type.from_args(envelope.args)
         except Exception as exc:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
                                       f"{exc}")
@@ -619,7 +613,7 @@ class Worker:
                     f"job {envelope.name!r} timed out after {loop.time() - started:.3g}s "
                     f"(its timeout is {envelope.timeout:g}s; the limit is also kept {margin:g}s inside the "
                     "lease); the handler was cancelled at an await"
-                    + (" (a sync handler's thread runs on until it returns)" if self._is_sync(job_type) else "")
+                    + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(job_type) else "")
                 )
             await self._after_exception(context, envelope, timed_out)
         except asyncio.CancelledError:
@@ -654,19 +648,9 @@ class Worker:
                 self.heartbeat.drop(context)
         return True
 
-    _sync_handlers: dict[type[Job], bool] = {}
-
-    @classmethod
-    def _is_sync(cls, job_type: type[Job]) -> bool:
-        """Whether the job's ``handle`` is a plain function (run in a thread), not a coroutine function."""
-        found = cls._sync_handlers.get(job_type)
-        if found is None:
-            found = cls._sync_handlers[job_type] = not inspect.iscoroutinefunction(job_type.handle)
-        return found
-
     def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
         """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
-        if not self._is_sync(type(job)):
+        if not has_sync_handle(type(job)):
             return job.handle(context)
         if self._thread_pool is None:
             self._thread_pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="pgqueue-handler")
