@@ -6,7 +6,8 @@ run them with a :class:`~pgqueue.worker.Worker`, and inspect failures from SQL o
 The public API:
 
 - :class:`Job`, :func:`job` (:class:`JobFactory`, :class:`FunctionJob`) — defining jobs;
-  :class:`JobContext` — what a handler receives.
+  :class:`JobContext` — what a handler receives (:class:`SyncJobContext`: what a plain
+  ``def handle`` receives, the same methods, blocking).
 - :class:`Backoff` — retry delays.
 - :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
@@ -20,7 +21,7 @@ The public API:
 
 from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, Settings, load_settings
-from pgqueue.context import JobContext
+from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -59,6 +60,7 @@ __all__ = [
     "QueueStats",
     "QueueStorageError",
     "Settings",
+    "SyncJobContext",
     "Worker",
     "WorkerStats",
     "default_queue",

@@ -44,8 +44,12 @@ class ConnectionConfig:
     """One named connection.
 
     ``retry_after`` is the lease in seconds: a reserved job whose worker neither settles
-    nor extends it within that time becomes reservable again. A job's ``timeout`` must
-    stay below ``retry_after - lease_margin`` so the handler stops before its lease ends.
+    nor renews it within that time becomes reservable again. With ``heartbeat`` (the
+    default) workers renew the leases of running handlers every ``(retry_after -
+    lease_margin) / 3`` seconds, so ``retry_after`` is the time it takes to notice a crashed
+    worker and a job's ``timeout`` may be far longer. With ``heartbeat = false`` a job's
+    ``timeout`` must stay below ``retry_after - lease_margin`` so the handler stops before
+    its lease ends (or the handler renews it with ``context.extend``).
     """
 
     name: str
@@ -64,6 +68,8 @@ class ConnectionConfig:
     # The DSN goes through a transaction-mode pooler (PgBouncer): no prepared statements, and
     # LISTEN only through listen_dsn (a direct connection); without one, workers poll.
     transaction_pooler: bool = False
+    # Workers of this connection renew the leases of running handlers (see the class docstring).
+    heartbeat: bool = True
 
     def __post_init__(self) -> None:
         if self.driver not in ("database", "sync"):
@@ -73,6 +79,9 @@ class ConnectionConfig:
         problem = queue_name_problem(self.queue)
         if problem is not None:
             raise QueueConfigurationError(f"connection {self.name!r}: queue: {problem}")
+        if not isinstance(self.heartbeat, bool):
+            raise QueueConfigurationError(
+                f"connection {self.name!r}: heartbeat must be true or false, got {self.heartbeat!r}")
         _positive(self.retry_after, f"connection {self.name!r}: retry_after")
         _positive(self.lease_margin, f"connection {self.name!r}: lease_margin", allow_zero=True)
         if self.lease_margin >= self.retry_after:
@@ -90,16 +99,29 @@ class ConnectionConfig:
             )
 
 
+#: The longest job timeout: one year. Longer is a mistake, and a bound keeps the event
+#: loop's deadline arithmetic exact.
+MAX_TIMEOUT = 31_536_000.0
+
+
 def check_timeout(timeout: object, connection: ConnectionConfig, *, what: str) -> float:
-    """Validate a job timeout against the connection's lease; returns it as float."""
+    """Validate a job timeout for the connection; returns it as float.
+
+    Always: a finite number of seconds, > 0 and at most :data:`MAX_TIMEOUT`. With the
+    connection's ``heartbeat`` on, the lease is renewed while the handler runs, so nothing
+    else bounds it; with it off, the handler must stop before its lease ends:
+    ``timeout < retry_after - lease_margin``.
+    """
     seconds = _positive(timeout, what)
+    if seconds > MAX_TIMEOUT:
+        raise QueueConfigurationError(f"{what} is {seconds:g}s, over the limit of {MAX_TIMEOUT:g}s (one year)")
     limit = connection.retry_after - connection.lease_margin
-    if connection.driver == "database" and seconds >= limit:
+    if connection.driver == "database" and not connection.heartbeat and seconds >= limit:
         raise QueueConfigurationError(
             f"{what} is {seconds:g}s but must be below retry_after - lease_margin = "
             f"{connection.retry_after:g} - {connection.lease_margin:g} = {limit:g}s on connection "
             f"{connection.name!r}, or the lease could expire while the handler still runs: "
-            "lower the timeout or raise retry_after"
+            "lower the timeout or raise retry_after (or turn the connection's heartbeat on)"
         )
     return seconds
 
@@ -154,7 +176,7 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 
 def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionConfig:
     known = {"driver", "dsn", "listen_dsn", "queue", "retry_after", "lease_margin", "timeout", "tries",
-             "backoff", "max_payload_bytes", "prepared_statements", "transaction_pooler"}
+             "backoff", "max_payload_bytes", "prepared_statements", "transaction_pooler", "heartbeat"}
     unknown = set(table) - known
     if unknown:
         raise QueueConfigurationError(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 import traceback
 import uuid
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
-from pgqueue.errors import QueueLeaseError
+from pgqueue.errors import QueueConfigurationError, QueueLeaseError
+from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+
+_T = TypeVar("_T")
 
 
 class Settler(Protocol):
@@ -39,15 +45,20 @@ class JobContext:
     decision the fence refuses because the lease was lost. Of two tasks racing to decide,
     exactly one wins. ``extend`` renews the lease and may be called any number of times.
     A handler that returns without a decision is acknowledged.
+
+    The worker's lease heartbeat (on by default) renews the lease while the handler runs;
+    ``extend`` is only needed with the heartbeat off.
     """
 
     __slots__ = (
         "_attempts",
+        "_cancelled",
         "_connection",
         "_deadline",
         "_decided",
         "_failure",
         "_id",
+        "_lease_listener",
         "_queue",
         "_settler",
         "_token",
@@ -66,6 +77,10 @@ class JobContext:
         self._settler = settler
         self._decided: str | None = None
         self._failure: BaseException | None = None
+        self._cancelled = False
+        # Set by the worker while the handler runs: told when the lease end moves, so the
+        # handler's time limit follows it.
+        self._lease_listener: Callable[[], None] | None = None
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -113,6 +128,16 @@ class JobContext:
         """Seconds until the lease ends, measured from the expiry the database returned."""
         return self._deadline - time.monotonic()
 
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker gave up on this execution: its timeout passed, its lease could not
+        be renewed (or was lost), or the worker is stopping with ``cancel_running``.
+
+        An async handler is cancelled at its next ``await`` anyway; a sync handler (run in a
+        thread, which cannot be interrupted) should poll this and return early when it is set.
+        """
+        return self._cancelled
+
     # ------------------------------------------------------------------ decisions
     def _claim(self, verb: str, decision: str) -> None:
         if self._decided is not None:
@@ -152,14 +177,42 @@ class JobContext:
             raise self._refused("fail")
 
     async def extend(self, seconds: float) -> float:
-        """Renew the lease to end ``seconds`` from now; returns the seconds left."""
+        """Renew the lease to end ``seconds`` from now; returns the seconds left.
+
+        The handler's time limit moves with it, up to the job's own ``timeout`` (counted from
+        the start of the attempt). ``seconds`` must be between
+        :data:`~pgqueue.limits.MIN_LEASE_SECONDS` and :data:`~pgqueue.limits.MAX_LEASE_SECONDS`.
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) \
+                or not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
+            raise QueueConfigurationError(
+                f"job {self._id}: extend({seconds!r}): the lease renewal must be a number of seconds from "
+                f"{MIN_LEASE_SECONDS:g} to {MAX_LEASE_SECONDS:g} (one year); the lease was not changed")
         if self._decided is not None:
             raise QueueLeaseError(f"job {self._id}: cannot extend — the reservation was already {self._decided}")
-        left = await self._settler.extend(self._id, self._token, seconds)
+        sent = time.monotonic()
+        left = await self._settler.extend(self._id, self._token, float(seconds))
         if left is None:
             raise self._refused("extend")
-        self._deadline = time.monotonic() + left
+        self._lease_renewed(sent + left)
         return left
+
+    # ------------------------------------------------------------- for the worker
+    def _lease_renewed(self, ends_at: float) -> None:
+        """The lease now ends at ``ends_at`` (``time.monotonic()`` clock): move the time limit."""
+        self._deadline = max(self._deadline, ends_at)
+        if self._lease_listener is not None:
+            self._lease_listener()
+
+    def _lease_lost(self) -> bool:
+        """The fence refused a renewal: the lease is lost. Stops the handler; False if it had decided."""
+        if self._decided is not None:
+            return False
+        self._decided = "lost"
+        self._cancelled = True
+        if self._lease_listener is not None:
+            self._lease_listener()
+        return True
 
     def _settle_internally(self, decision: str) -> bool:
         """For the worker: claim a decision if none was taken yet; False if the handler decided."""
@@ -171,3 +224,111 @@ class JobContext:
     def __repr__(self) -> str:
         return (f"JobContext(id={self._id}, attempts={self._attempts}, queue={self._queue!r}, "
                 f"decision={self._decided!r})")
+
+
+class SyncJobContext:
+    """What a sync handler (a plain ``def handle``) receives: :class:`JobContext`'s facts and
+    decisions, as blocking methods with the same names, callable from the handler's thread.
+
+    Each decision runs on the worker's event loop and blocks the calling thread until the
+    database answered; errors (``QueueLeaseError``, ...) are raised in the thread as they
+    would be in an async handler. Poll :attr:`cancelled` in long loops: a thread cannot be
+    interrupted, so the worker can only ask it to stop.
+    """
+
+    __slots__ = ("_context", "_loop")
+
+    def __init__(self, context: JobContext, loop: asyncio.AbstractEventLoop) -> None:
+        self._context = context
+        self._loop = loop
+
+    @property
+    def context(self) -> JobContext:
+        """The async context behind this facade (its methods are for the event loop's thread)."""
+        return self._context
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The job id."""
+        return self._context.id
+
+    @property
+    def token(self) -> int:
+        """This reservation's fencing token."""
+        return self._context.token
+
+    @property
+    def attempts(self) -> int:
+        """Which attempt this is, 1-based."""
+        return self._context.attempts
+
+    @property
+    def max_tries(self) -> int:
+        """How many attempts the job may have in all."""
+        return self._context.max_tries
+
+    @property
+    def queue(self) -> str:
+        """The queue the job was reserved from."""
+        return self._context.queue
+
+    @property
+    def connection(self) -> str:
+        """The connection name the job was dispatched to."""
+        return self._context.connection
+
+    @property
+    def finished(self) -> bool:
+        """Whether a decision has settled this reservation (or the lease was found lost)."""
+        return self._context.finished
+
+    @property
+    def decision(self) -> str | None:
+        """``released``, ``deleted``, ``failed``, ``lost`` or None while undecided."""
+        return self._context.decision
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error given to :meth:`fail`, if the handler failed the job."""
+        return self._context.failure
+
+    @property
+    def lease_expires_in(self) -> float:
+        """Seconds until the lease ends."""
+        return self._context.lease_expires_in
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker gave up on this execution (timeout, lost lease, forced stop):
+        return as soon as you can; decisions are refused from then on."""
+        return self._context.cancelled
+
+    def _call(self, make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            raise RuntimeError("SyncJobContext methods block: call them from the sync handler's thread, "
+                               "or use the async JobContext (.context) on the event loop")
+        return asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+
+    def release(self, delay: float = 0.0) -> None:
+        """Put the job back on its queue, available again after ``delay`` seconds."""
+        self._call(lambda: self._context.release(delay))
+
+    def delete(self) -> None:
+        """Remove the job without running it further (it counts as done)."""
+        self._call(self._context.delete)
+
+    def fail(self, error: BaseException | str) -> None:
+        """Fail the job now, without retries: it goes to failed_jobs with this error."""
+        self._call(lambda: self._context.fail(error))
+
+    def extend(self, seconds: float) -> float:
+        """Renew the lease to end ``seconds`` from now; returns the seconds left."""
+        return self._call(lambda: self._context.extend(seconds))
+
+    def __repr__(self) -> str:
+        return f"Sync{self._context!r}"
+

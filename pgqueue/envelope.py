@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from pgqueue.backoff import Backoff
-from pgqueue.config import ConnectionConfig, check_timeout, check_tries
+from pgqueue.config import MAX_TIMEOUT, ConnectionConfig, check_timeout, check_tries
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
 from pgqueue.ids import new_id
 from pgqueue.jobs import Job, args_struct, check_args
-from pgqueue.limits import MAX_ARGS_DEPTH, queue_name_problem
+from pgqueue.limits import MAX_ARGS_DEPTH, MAX_DELAY_SECONDS, queue_name_problem
 
 ENVELOPE_VERSION = 1
 
@@ -307,46 +307,150 @@ class Envelope:
 
     @classmethod
     def decode(cls, data: object, *, text: bool = True, job_id: uuid.UUID | None = None) -> Envelope:
-        """Read a stored envelope; raises QueuePayloadError naming what is wrong.
+        """Read and validate a stored envelope; raises QueuePayloadError naming the field at fault.
 
-        ``data`` is the parsed JSON value, or (with ``text``) JSON text to parse first. The
-        worker passes what psycopg parsed from jsonb, where a string is a JSON string, and
-        the row's ``job_id``, which spares parsing the envelope's id when they agree.
+        ``data`` is JSON text (``str`` or ``bytes``; the worker reads the ``envelope`` column as
+        text so that parsing happens here, one row at a time) or, with ``text=False``, the
+        parsed value. Every field is checked for type and range (see :func:`envelope_problem`);
+        nothing a stored envelope contains raises anything but QueuePayloadError. ``job_id`` is
+        the row's id, which spares parsing the envelope's id when they agree.
         """
-        if text and isinstance(data, str | bytes):
-            try:
-                data = json.loads(data)
-            except ValueError as exc:
-                raise QueuePayloadError(f"envelope is not JSON: {exc}") from None
-        if not isinstance(data, Mapping):
-            raise QueuePayloadError(f"envelope must be a JSON object, got {type(data).__name__}")
         try:
-            args = data["args"]
-            if not isinstance(args, dict):
-                raise QueuePayloadError(f"envelope args must be an object, got {type(args).__name__}")
-            retry_until = data.get("retry_until")
-            stored_id = data["id"]
-            return cls(
-                id=job_id if job_id is not None and stored_id == str(job_id) else uuid.UUID(str(stored_id)),
-                name=_typed(data, "name", str),
-                args=args,
-                connection=_typed(data, "connection", str),
-                queue=_typed(data, "queue", str),
-                priority=int(data.get("priority", 0)),
-                tries=_typed(data, "tries", int),
-                timeout=float(_typed(data, "timeout", int | float)),
-                backoff=Backoff.from_data(data.get("backoff")),
-                retry_until=None if retry_until is None else float(retry_until),
-                version=int(data.get("version", ENVELOPE_VERSION)),
-            )
-        except KeyError as exc:
-            raise QueuePayloadError(f"envelope has no {exc.args[0]!r}") from None
-        except (TypeError, ValueError) as exc:
-            raise QueuePayloadError(f"envelope is malformed: {exc}") from None
+            if text and isinstance(data, str | bytes):
+                try:
+                    data = json.loads(data)
+                except RecursionError:
+                    raise QueuePayloadError(
+                        "envelope nests too deeply to decode (args may nest at most "
+                        f"{MAX_ARGS_DEPTH} levels)") from None
+                except ValueError as exc:
+                    raise QueuePayloadError(f"envelope is not JSON: {exc}") from None
+            return cls._validated(data, job_id)
+        except QueuePayloadError:
+            raise
+        except RecursionError:
+            raise QueuePayloadError(f"envelope nests too deeply to read (args may nest at most "
+                                    f"{MAX_ARGS_DEPTH} levels)") from None
+        except Exception as exc:  # whatever else one stored row can cause stays with that row
+            raise QueuePayloadError(f"envelope is malformed: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _validated(cls, data: object, job_id: uuid.UUID | None) -> Envelope:
+        if type(data) is not dict:
+            raise QueuePayloadError(f"envelope must be a JSON object, got {_kind(data)}")
+        get = data.get
+        args = get("args", _MISSING)
+        if type(args) is not dict:
+            raise QueuePayloadError(f"envelope 'args' must be an object, got {_kind(args)}")
+        if not _plainly_json(args):
+            depth = args_depth(args)
+            if depth > MAX_ARGS_DEPTH:
+                raise QueuePayloadError(f"envelope 'args' nest {depth} levels deep, over the limit of "
+                                        f"{MAX_ARGS_DEPTH} (pgqueue.limits.MAX_ARGS_DEPTH)")
+        stored_id = get("id", _MISSING)
+        if job_id is not None and stored_id == str(job_id):
+            the_id = job_id
+        elif type(stored_id) is str:
+            try:
+                the_id = uuid.UUID(stored_id)
+            except ValueError:
+                raise QueuePayloadError(f"envelope 'id' is not a UUID: {stored_id[:80]!r}") from None
+        else:
+            raise QueuePayloadError(f"envelope 'id' must be a UUID string, got {_kind(stored_id)}")
+        name = get("name", _MISSING)
+        if type(name) is not str or not name:
+            raise QueuePayloadError(f"envelope 'name' must be a non-empty string, got {_kind(name)}")
+        connection = get("connection", _MISSING)
+        if type(connection) is not str or not connection:
+            raise QueuePayloadError(f"envelope 'connection' must be a non-empty string, got {_kind(connection)}")
+        queue = get("queue", _MISSING)
+        if queue not in _GOOD_QUEUES:
+            problem = queue_name_problem(queue)
+            if problem is not None:
+                raise QueuePayloadError(f"envelope 'queue': {problem}")
+            if len(_GOOD_QUEUES) < 1024:
+                _GOOD_QUEUES.add(queue)
+        priority = get("priority", 0)
+        if type(priority) is not int or not -32768 <= priority <= 32767:
+            raise QueuePayloadError(f"envelope 'priority' must be an integer from -32768 to 32767, "
+                                    f"got {_kind(priority)}")
+        tries = get("tries", _MISSING)
+        if type(tries) is not int or not 1 <= tries <= 2_147_483_647:
+            raise QueuePayloadError(f"envelope 'tries' must be an integer >= 1, got {_kind(tries)}")
+        timeout = get("timeout", _MISSING)
+        if type(timeout) not in (int, float) or not 0 < timeout <= _MAX_TIMEOUT:
+            raise QueuePayloadError(f"envelope 'timeout' must be a finite number of seconds > 0, "
+                                    f"got {_kind(timeout)}")
+        backoff = Backoff.from_data(get("backoff", _MISSING))
+        if max(backoff.delays, default=0.0) > MAX_DELAY_SECONDS or (
+                backoff.base is not None and min(backoff.max, backoff.base) > MAX_DELAY_SECONDS):
+            raise QueuePayloadError(f"envelope 'backoff' has a delay over {MAX_DELAY_SECONDS:g}s "
+                                    "(pgqueue.limits.MAX_DELAY_SECONDS)")
+        retry_until = get("retry_until")
+        if retry_until is not None and (type(retry_until) not in (int, float)
+                                        or not _MIN_EPOCH <= retry_until <= _MAX_EPOCH):
+            raise QueuePayloadError(f"envelope 'retry_until' must be epoch seconds (years 1 to 9999) or null, "
+                                    f"got {_kind(retry_until)}")
+        version = get("version", ENVELOPE_VERSION)
+        if version != ENVELOPE_VERSION or type(version) is not int:
+            raise QueuePayloadError(f"envelope 'version' {_kind(version)} is not supported by this worker "
+                                    f"(it reads version {ENVELOPE_VERSION}); upgrade pgqueue")
+        return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
+                   tries=tries, timeout=float(timeout), backoff=backoff,
+                   retry_until=None if retry_until is None else float(retry_until), version=version)
 
 
-def _typed(data: Mapping[str, Any], key: str, kind: Any) -> Any:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise QueuePayloadError(f"envelope {key!r} has the wrong type: {type(value).__name__} {value!r}")
-    return value
+class _Missing:
+    def __repr__(self) -> str:
+        return "missing"
+
+
+_MISSING: Any = _Missing()
+
+#: Queue names already found valid: most workers see a handful, so the check runs once per name.
+_GOOD_QUEUES: set[str] = set()
+
+# The bound dispatch applies (one year): a stored timeout past it was not written by dispatch.
+_MAX_TIMEOUT = MAX_TIMEOUT
+# Years 1 to 9999: what PostgreSQL's to_timestamp and Python's datetime both read.
+_MIN_EPOCH, _MAX_EPOCH = -62_135_596_800, 253_402_300_799
+
+
+def _kind(value: object) -> str:
+    """A short description of a value for an error message: its JSON type and a clipped repr."""
+    if value is _MISSING:
+        return "nothing (the field is missing)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"int with {len(str(abs(value)))} digits"
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return f"{_JSON_TYPES.get(type(value), type(value).__name__)} {shown}"
+
+
+_JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
+                                bool: "boolean", type(None): "null"}
+
+
+def args_depth(value: object) -> int:
+    """How many levels of arrays and objects ``value`` nests (the args object itself is level 1).
+
+    Iterative, so it is safe on any depth; it stops counting one level past
+    :data:`~pgqueue.limits.MAX_ARGS_DEPTH`.
+    """
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_ARGS_DEPTH:
+                return deepest
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return deepest

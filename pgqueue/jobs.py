@@ -79,6 +79,19 @@ def lookup(name: str) -> type[Job] | None:
     return _REGISTRY.get(name)
 
 
+_SYNC_HANDLES: dict[type[Job], bool] = {}
+
+
+def has_sync_handle(job_type: type[Job]) -> bool:
+    """Whether the job's ``handle`` is a plain function (run in a thread with a
+    :class:`~pgqueue.context.SyncJobContext`) rather than a coroutine function. Cached per class:
+    the worker asks for every job it runs."""
+    found = _SYNC_HANDLES.get(job_type)
+    if found is None:
+        found = _SYNC_HANDLES[job_type] = not inspect.iscoroutinefunction(job_type.handle)
+    return found
+
+
 @dataclass_transform(kw_only_default=True)
 class Job:
     """Base class of class-based jobs.
@@ -104,6 +117,9 @@ class Job:
     ``redact`` names args (at any depth of the JSON) that the dashboard masks, e.g.
     ``redact = ("password", "card_number")``. The database still stores them as given:
     redaction is about display, not storage.
+
+    A plain ``def handle`` (sync) runs in the worker's thread pool and receives a
+    :class:`~pgqueue.context.SyncJobContext`.
     """
 
     name: ClassVar[str]
@@ -194,7 +210,7 @@ class Job:
 
 
 class FunctionJob(Job, register=False):
-    """A job made from an async function by :func:`job`; its fields are the function's parameters."""
+    """A job made from a function by :func:`job`; its fields are the function's parameters."""
 
     _function: ClassVar[Callable[..., Awaitable[Any]]]
     _wants_context: ClassVar[bool]
@@ -204,6 +220,19 @@ class FunctionJob(Job, register=False):
         if self._wants_context:
             kwargs["context"] = context
         await type(self)._function(**kwargs)
+
+
+class SyncFunctionJob(FunctionJob, register=False):
+    """A job made from a plain (sync) function by :func:`job`: workers run it in their thread pool,
+    with a :class:`~pgqueue.context.SyncJobContext` as ``context``."""
+
+    _sync_function: ClassVar[Callable[..., Any]]
+
+    def handle(self, context: Any) -> None:  # type: ignore[override]  # sync: run in a thread
+        kwargs = self.args()
+        if self._wants_context:
+            kwargs["context"] = context
+        type(self)._sync_function(**kwargs)
 
 
 class JobFactory(Protocol):
@@ -218,8 +247,8 @@ class JobFactory(Protocol):
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0, redact: Sequence[str] = ()) -> Callable[[Callable[..., Awaitable[Any]]], JobFactory]:
-    """Turn an async function into a job type::
+        priority: int = 0, redact: Sequence[str] = ()) -> Callable[[Callable[..., Any]], JobFactory]:
+    """Turn a function into a job type::
 
         @job(queue="emails", tries=5)
         async def send_welcome(user_id: int, context: JobContext) -> None: ...
@@ -229,11 +258,14 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
     A parameter named ``context`` receives the :class:`JobContext`; the others are the args,
     checked against the parameters' annotations (none: any JSON value).
     ``redact`` names args the dashboard masks (see :class:`Job`).
+    A plain (sync) function runs in the worker's thread pool and its ``context`` is a
+    :class:`~pgqueue.context.SyncJobContext` (the same methods, blocking).
     """
 
-    def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:
-        if not inspect.iscoroutinefunction(function):
-            raise QueueConfigurationError(f"@job needs an async function, got {function!r}")
+    def decorate(function: Callable[..., Any]) -> JobFactory:
+        if not callable(function) or inspect.isclass(function):
+            raise QueueConfigurationError(f"@job needs a function, got {function!r}")
+        is_async = inspect.iscoroutinefunction(function)
         signature = inspect.signature(function)
         annotations: dict[str, Any] = {}
         defaults: dict[str, Any] = {}
@@ -258,11 +290,12 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "backoff": backoff,
             "priority": priority,
             "redact": tuple(redact),
-            "_function": staticmethod(function),
+            "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,
         }
-        made: type[FunctionJob] = type(function.__name__, (FunctionJob,), namespace)
+        made: type[FunctionJob] = type(function.__name__, (FunctionJob if is_async else SyncFunctionJob,),
+                                       namespace)
         return made  # type: ignore[return-value]  # a class satisfies the protocol at run time
 
     return decorate
@@ -302,7 +335,7 @@ def _field_types(job_type: type[Job]) -> dict[str, Any]:
     only under TYPE_CHECKING) or that msgspec cannot check is not checked, with a warning."""
     module = sys.modules.get(job_type.__module__)
     globalns = dict(vars(module)) if module is not None else {}
-    function = job_type.__dict__.get("_function")
+    function = job_type.__dict__.get("_function", job_type.__dict__.get("_sync_function"))
     if function is not None:  # @job: the parameters' annotations live in the function's module
         globalns = dict(getattr(function.__func__ if isinstance(function, staticmethod) else function,
                                 "__globals__", globalns))

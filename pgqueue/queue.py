@@ -15,11 +15,11 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.config import ConnectionConfig, Settings, load_settings
-from pgqueue.context import JobContext, describe
+from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job, set_default_dispatcher
+from pgqueue.jobs import Job, has_sync_handle, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import QueueStats, Store, record_failure_on
@@ -240,7 +240,11 @@ class Queue:
         return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
     async def _run_inline(self, job: Job, envelope: Envelope, delay: float, *, own_loop: bool = False) -> None:
-        """The sync driver: one attempt, now, in the caller's task; errors propagate."""
+        """The sync driver: one attempt, now, in the caller's task; errors propagate.
+
+        A plain ``def handle`` runs in a thread (``asyncio.to_thread``) with a
+        :class:`~pgqueue.context.SyncJobContext`, as in a worker, so its decisions can run on this loop.
+        """
         if delay:
             raise QueueDispatchError(
                 f"job {envelope.name!r}: the sync connection {envelope.connection!r} runs jobs at dispatch "
@@ -255,10 +259,19 @@ class Queue:
         runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
         try:
             async with asyncio.timeout(envelope.timeout):
-                await runnable.handle(context)
+                if has_sync_handle(type(runnable)):
+                    # A plain `def handle` gets the blocking context, in a thread as a worker runs it,
+                    # so its decisions can wait on this loop.
+                    handle: Callable[[SyncJobContext], Any] = runnable.handle  # type: ignore[assignment]
+                    await asyncio.to_thread(handle, SyncJobContext(context, asyncio.get_running_loop()))
+                else:
+                    await runnable.handle(context)
         except QueueDispatchError:
             raise
         except BaseException as exc:
+            if isinstance(exc, TimeoutError | asyncio.CancelledError):
+                # A sync handler's thread cannot be stopped and runs on: context.cancelled asks it to.
+                context._cancelled = True
             if isinstance(exc, Exception):
                 await settler.record(exc, "exception")
             raise

@@ -35,8 +35,9 @@ from pgqueue.storage import NOT_MIGRATED, storage_errors
 class Reservation:
     """One job handed to a worker by ``pgqueue.reserve``: the row as the database granted it.
 
-    ``envelope`` is the stored envelope as psycopg parsed it from jsonb (not yet decoded or
-    validated: a worker decodes it with :meth:`pgqueue.Envelope.decode`).
+    ``envelope`` is the stored envelope as JSON text, not yet parsed or validated: a worker
+    decodes it with :meth:`pgqueue.Envelope.decode`, one reservation at a time, so an envelope
+    that cannot be read fails its own job instead of the fetch of the whole batch.
     """
 
     id: uuid.UUID
@@ -45,7 +46,7 @@ class Reservation:
     max_tries: int
     lease_seconds_left: float
     queue: str
-    envelope: Any
+    envelope: str
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,21 @@ class Store:
             cur = await conn.execute(query("extend"), (job_id, token, seconds))
             left = _first(await cur.fetchone())
         return None if left is None else float(left)
+
+    async def heartbeat(self, ids: list[uuid.UUID], tokens: list[int], lease: float,
+                        ) -> list[tuple[uuid.UUID, bool, float | None]]:
+        """Renew the leases of running handlers to end ``lease`` seconds from now, fenced by their
+        tokens, in one statement; returns ``(id, renewed, seconds left)`` per job, in the order given."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("heartbeat"), (ids, tokens, lease))
+            rows = await cur.fetchall()
+        return [(job_id, bool(renewed), None if left is None else float(left)) for job_id, renewed, left in rows]
+
+    async def served_queues(self) -> list[str]:
+        """The queues that have jobs or failures (each once), read by index probes, never a table scan."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("served_queues"))
+            return [row[0] for row in await cur.fetchall()]
 
     async def next_due(self, queues: list[str]) -> float | None:
         """Seconds until the next job of ``queues`` is due (<= 0: due now), or None if none is waiting."""

@@ -177,8 +177,11 @@ async def test_dispatch_to_an_unknown_connection_is_refused(queue: Queue) -> Non
 
 
 @pytest.mark.parametrize(("table", "setting"), [
-    ("timeout = 85", "timeout"),                                  # 85 >= 90 - 5
-    ("timeout = 100\nretry_after = 100", "timeout"),
+    # Without the lease heartbeat a timeout must fit in the lease (issue 11: with it, it need not).
+    ("timeout = 85\nheartbeat = false", "timeout"),               # 85 >= 90 - 5
+    ("timeout = 100\nretry_after = 100\nheartbeat = false", "timeout"),
+    ("timeout = 4e7", "timeout"),                                 # over one year
+    ("heartbeat = 'yes'", "heartbeat"),
     ("retry_after = 30\nlease_margin = 30", "lease_margin"),
     ("tries = 0", "tries"),
     ("tries = -2", "tries"),
@@ -201,7 +204,7 @@ def test_a_bad_connection_setting_is_named_in_the_error(tmp_path: Path, table: s
 
 
 def test_the_timeout_error_says_what_to_do(tmp_path: Path) -> None:
-    path = write(tmp_path, "[tool.pgqueue.connections.database]\ntimeout = 85\n")
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\ntimeout = 85\nheartbeat = false\n")
     with pytest.raises(QueueConfigurationError) as caught:
         load_settings(path, environ={})
     message = str(caught.value)
@@ -242,8 +245,14 @@ async def test_tries_below_one_on_a_job_is_refused_at_dispatch(queue: Queue, tri
 
 async def test_a_job_timeout_is_checked_against_its_connection(queue: Queue, dsn: str, tmp_path: Path) -> None:
     slow = type("Slow", (ConfigJob,), {"timeout": 200.0, "name": "tests.slow", "__annotations__": {}})
-    with pytest.raises(QueueConfigurationError, match=r"timeout is 200s .* connection 'database'"):
-        await slow().dispatch(using=queue)
+    # Without the lease heartbeat, the timeout must fit in the lease (issue 11).
+    strict_path = write(tmp_path, "[tool.pgqueue.connections.database]\nheartbeat = false\n")
+    strict = Queue(settings=load_settings(strict_path, dsn=dsn, environ={}))
+    try:
+        with pytest.raises(QueueConfigurationError, match=r"timeout is 200s .* connection 'database'"):
+            await slow().dispatch(using=strict)
+    finally:
+        await strict.close()
     path = write(tmp_path, "[tool.pgqueue.connections.database]\nretry_after = 600\n")
     roomy = Queue(settings=load_settings(path, dsn=dsn, environ={}))
     try:

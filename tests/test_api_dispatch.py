@@ -3,6 +3,8 @@ the sync connection (issue 3)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,8 +22,10 @@ from pgqueue import (
     QueueConfigurationError,
     QueueDispatchError,
     QueuePayloadError,
+    SyncJobContext,
     load_settings,
 )
+from pgqueue import job as job_function
 from tests.api_support import NO_PYPROJECT, failed_rows, job_rows, queue, settings_for
 
 __all__ = ["queue"]
@@ -68,6 +72,47 @@ class SyncDecides(Job):
             await context.fail("refused by the handler")
         elif self.decision == "delete":
             await context.delete()
+
+
+class SyncHandled(Job):
+    """A plain ``def handle`` on the sync connection: run in a thread with the blocking context."""
+
+    name = "tests.sync_handled"
+    connection = "sync"
+
+    decision: str
+
+    def handle(self, context: SyncJobContext) -> None:  # type: ignore[override]  # a sync handler
+        RAN.append(("sync-handle", self.decision, context.attempts, threading.get_ident(), type(context)))
+        if self.decision == "fail":
+            context.fail("refused by the sync handler")
+        elif self.decision == "delete":
+            context.delete()
+        elif self.decision == "release":
+            context.release(delay=1.0)
+        elif self.decision == "raise":
+            raise ValueError("sync handler exploded")
+
+
+@job_function(name="tests.sync_inline_function", connection="sync")
+def sync_inline_function(n: int, context: SyncJobContext) -> None:
+    RAN.append(("sync-function", n, threading.get_ident(), type(context)))
+
+
+#: The sync handler that outlives its timeout: its context, a gate holding its thread, and
+#: whether the thread has returned.
+SLOW: dict[str, Any] = {}
+
+
+class SyncSlow(Job):
+    name = "tests.sync_slow"
+    connection = "sync"
+    timeout = 0.2
+
+    def handle(self, context: SyncJobContext) -> None:  # type: ignore[override]  # a sync handler
+        SLOW["context"] = context
+        SLOW["gate"].wait(30)
+        SLOW["returned"].set()
 
 
 @pytest.fixture
@@ -365,6 +410,58 @@ async def test_the_sync_connection_refuses_release(queue: Queue, dsn: str) -> No
     with pytest.raises(QueueDispatchError, match=r"release\(\) is not available on the sync connection"):
         await SyncDecides(decision="release").dispatch(using=queue)
     assert failed_rows(dsn) == []
+
+
+async def test_a_sync_handle_runs_inline_in_a_thread_with_the_blocking_context(queue: Queue, dsn: str) -> None:
+    RAN.clear()
+    await SyncHandled(decision="none").dispatch(using=queue)
+    await queue.push(SyncHandled(decision="delete"))
+    await sync_inline_function(n=3).dispatch(using=queue)
+    assert failed_rows(dsn) == [] and job_rows(dsn) == []
+    with pytest.raises(RuntimeError, match="refused by the sync handler"):
+        await queue.push(SyncHandled(decision="fail"))
+    with pytest.raises(ValueError, match="sync handler exploded"):
+        await queue.push(SyncHandled(decision="raise"))
+    with pytest.raises(QueueDispatchError, match=r"release\(\) is not available on the sync connection"):
+        await queue.push(SyncHandled(decision="release"))
+    loop_thread = threading.get_ident()
+    assert [(entry[0], entry[1]) for entry in RAN] == [
+        ("sync-handle", "none"), ("sync-handle", "delete"), ("sync-function", 3), ("sync-handle", "fail"),
+        ("sync-handle", "raise"), ("sync-handle", "release")]
+    assert all(entry[-2] != loop_thread and entry[-1] is SyncJobContext for entry in RAN)
+    assert [(f["reason"], f["exception"], f["message"]) for f in failed_rows(dsn)] == [
+        ("failed_by_handler", "RuntimeError", "refused by the sync handler"),
+        ("exception", "ValueError", "sync handler exploded")]
+    assert job_rows(dsn) == []
+
+
+def test_push_sync_runs_a_sync_handle_inline_in_a_thread(dsn: str) -> None:
+    q = Queue(settings=settings_for(dsn))
+    RAN.clear()
+    with psycopg.connect(dsn) as conn:
+        q.push_sync(SyncHandled(decision="delete"), conn=conn)
+        with pytest.raises(RuntimeError, match="refused by the sync handler"):
+            SyncHandled(decision="fail").dispatch_sync(conn, using=q)
+    assert [(entry[0], entry[1], entry[2]) for entry in RAN] == [("sync-handle", "delete", 1),
+                                                                 ("sync-handle", "fail", 1)]
+    assert all(entry[3] != threading.get_ident() for entry in RAN)
+    [failure] = failed_rows(dsn)
+    assert (failure["reason"], failure["message"]) == ("failed_by_handler", "refused by the sync handler")
+    assert q._pools == {}
+
+
+async def test_a_sync_handle_past_its_timeout_raises_and_sees_cancelled(queue: Queue, dsn: str) -> None:
+    SLOW.update(gate=threading.Event(), returned=threading.Event())
+    try:
+        with pytest.raises(TimeoutError):
+            await queue.push(SyncSlow())
+        context = SLOW["context"]
+        assert isinstance(context, SyncJobContext) and context.cancelled  # the thread is asked to stop
+    finally:
+        SLOW["gate"].set()
+    assert await asyncio.to_thread(SLOW["returned"].wait, 30)
+    [failure] = failed_rows(dsn)
+    assert (failure["reason"], failure["exception"], failure["attempts"]) == ("exception", "TimeoutError", 1)
 
 
 async def test_a_sync_failure_without_a_configured_database_just_propagates() -> None:

@@ -72,6 +72,7 @@ def test_work_configuration_errors_exit_2(dsn: str, tmp_path: Path) -> None:
     cases = ((("queue:work",), "no jobs are registered"),
              (("queue:work", "--app", "no_such_module_xyz"), "cannot import job module 'no_such_module_xyz'"),
              (("queue:work", "--poll-interval", "0", *app), "--poll-interval must be > 0"),
+             (("queue:work", "--poll-interval", "inf", *app), "--poll-interval must be > 0 seconds and finite"),
              (("queue:work", "--retry-after", "3", *app), "retry_after (3.0s) must exceed the lease margin"))
     results = pgqueue_all(*((*args, "--dsn", dsn) for args, _ in cases), cwd=tmp_path)
     for ((args, expected), result) in zip(cases, results, strict=True):

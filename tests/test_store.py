@@ -64,7 +64,8 @@ async def test_reserve_returns_typed_reservations_with_the_envelope_as_stored(st
     assert reservation.queue == "mail"
     assert 0 < reservation.lease_seconds_left <= 30.0
     assert reservation.token > 0
-    assert reservation.envelope == json.loads(text)
+    assert isinstance(reservation.envelope, str)  # text: the worker parses each one by itself
+    assert json.loads(reservation.envelope) == json.loads(text)
     assert not hasattr(reservation, "__dict__")  # a slots dataclass: no per-row dict
 
 
@@ -108,6 +109,23 @@ async def test_fenced_transitions_say_whether_the_fence_matched(store: Store) ->
     assert await store.fail(two.id, two.token + 1, None, "boom", None, "exception") is False
     assert await store.fail(two.id, two.token, "builtins.ValueError", "boom", None, "exception") is True
     assert await store.failed_count(None) == 1
+
+
+async def test_heartbeat_renews_matching_leases_and_answers_per_pair_in_order(store: Store) -> None:
+    await store.enqueue_many(json.dumps([json.loads(envelope()) for _ in range(2)]), None)
+    (one, two), _ = await store.reserve(["default"], 2, 5.0)
+    answers = await store.heartbeat([two.id, one.id, one.id], [two.token, one.token + 1, one.token], 60.0)
+    assert [(job_id, renewed) for job_id, renewed, _ in answers] == [(two.id, True), (one.id, False), (one.id, True)]
+    assert answers[1][2] is None  # a stale pair gets no lease time
+    for _, renewed, left in answers:
+        assert not renewed or (left is not None and 30.0 < left <= 60.0)
+
+
+async def test_served_queues_lists_each_queue_with_jobs_or_failures_once(store: Store) -> None:
+    assert await store.served_queues() == []
+    await store.enqueue_many(json.dumps([json.loads(envelope(q)) for q in ("mail", "mail", "reports")]), None)
+    await store.record_failure(envelope("archive"), 1, None, "boom", None, "exception")
+    assert sorted(await store.served_queues()) == ["archive", "mail", "reports"]
 
 
 async def test_next_due_is_none_without_jobs_and_counts_down_to_a_delayed_one(store: Store) -> None:

@@ -19,7 +19,9 @@ from tests.worker_support import settings_for
 
 
 async def main(args: argparse.Namespace) -> int:
-    overrides = {} if args.lease_margin is None else {"lease_margin": args.lease_margin}
+    overrides: dict[str, float] = {} if args.lease_margin is None else {"lease_margin": args.lease_margin}
+    if args.timeout is not None:
+        overrides["timeout"] = args.timeout
     async with Queue(settings=settings_for(args.dsn, **overrides)) as queue:
         worker = await queue.worker(queues=args.queues.split(","), concurrency=args.concurrency,
                                     retry_after=args.retry_after, poll_interval=args.poll_interval)
@@ -36,6 +38,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--retry-after", type=float, default=None)
     parser.add_argument("--lease-margin", type=float, default=None)
+    parser.add_argument("--timeout", type=float, default=None, help="the connection's job timeout")
     parser.add_argument("--poll-interval", type=float, default=5.0)
     return parser.parse_args(argv)
 

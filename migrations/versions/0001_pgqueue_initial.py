@@ -36,6 +36,7 @@ FILES = [
     "functions/flush_failed.sql",
     "functions/clear.sql",
     "functions/next_due.sql",
+    "functions/heartbeat.sql",  # issue 11; the lead moves it into revision 0002
 ]
 
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -27,12 +27,13 @@ class Completer:
 
     A crash loses at most the acks not yet flushed: those jobs run again after their lease
     expires (at-least-once). A database error keeps the pending acks and retries with
-    backoff; acks refused by the fence are logged.
+    backoff; acks refused by the fence are logged and reported to ``on_refused(job_id)``.
     """
 
     def __init__(self, pool: AsyncConnectionPool[Any], *, flush_interval: float = 0.005,
-                 batch_size: int = 500) -> None:
+                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None) -> None:
         self._pool = pool
+        self._on_refused = on_refused
         self.flush_interval = flush_interval
         self.batch_size = batch_size
         self._ids: list[uuid.UUID] = []
@@ -83,6 +84,8 @@ class Completer:
             self.refused += 1
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
                            "and the job was reserved again, or it was cleared); it may run twice", job_id)
+            if self._on_refused is not None:
+                self._on_refused(job_id)
         if not self._ids and not self._in_flight:
             self._idle.set()
 

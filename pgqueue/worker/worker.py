@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import math
 import signal
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -17,14 +20,15 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pgqueue.config import ConnectionConfig
-from pgqueue.context import JobContext, describe
+from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
-from pgqueue.jobs import lookup
+from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
 from pgqueue.store import Store
 from pgqueue.worker.completer import Completer
+from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
 
@@ -42,6 +46,8 @@ class WorkerStats:
     succeeded: int = 0
     retried: int = 0
     failed: int = 0
+    #: Reservations whose lease was lost: a decision or an ack the fence refused, or a handler
+    #: stopped because its lease could not be renewed. Such a job runs again elsewhere.
     lost: int = 0
     #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
     vacuums: int = 0
@@ -109,6 +115,18 @@ class Worker:
             direct ``listen_dsn``, else it is off.
         vacuum_grace: with autovacuum on, how long after the last VACUUM or autovacuum the
             worker defers to autovacuum (seconds, default 60).
+        heartbeat: renew the leases of running handlers (default: the connection's
+            ``heartbeat``, on unless configured off). Every ``(retry_after - lease_margin) / 3``
+            seconds one fenced statement renews all of them to ``retry_after`` from then, so a
+            job may run as long as its ``timeout`` while ``retry_after`` only decides how soon a
+            crashed worker's jobs run again. A handler whose lease cannot be renewed (database
+            unreachable) is stopped ``lease_margin`` before its lease ends; one whose renewal
+            the fence refuses (the lease was lost) is stopped at once; both count as ``lost``.
+            Off: a handler's time limit is also ``lease_margin`` inside its lease, which only
+            ``context.extend`` moves.
+        threads: the thread pool that runs sync handlers (a plain ``def handle``), at most this
+            many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
+            thread holds one of the ``concurrency`` slots and its time limit runs.
     """
 
     def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
@@ -116,13 +134,19 @@ class Worker:
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
-                 maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0) -> None:
+                 maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
+                 heartbeat: bool | None = None, threads: int | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
             raise QueueConfigurationError(f"worker queues must be non-empty names, got {queues!r}")
-        if not poll_interval > 0:
-            raise QueueConfigurationError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) \
+                or not 0 < poll_interval < math.inf:
+            raise QueueConfigurationError(f"poll_interval must be a finite number of seconds > 0, "
+                                          f"got {poll_interval!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise QueueConfigurationError(f"threads must be an integer >= 1 (or None: min(concurrency, 32)), "
+                                          f"got {threads!r}")
         interval = 0.0 if maintenance_interval is None else check_seconds(
             maintenance_interval, "maintenance_interval", " (None or 0: no table maintenance)")
         grace = check_seconds(vacuum_grace, "vacuum_grace")
@@ -139,6 +163,16 @@ class Worker:
                 f"retry_after ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
             )
         self.timeout_cap = timeout
+        #: The lease heartbeat (None when off).
+        self.heartbeat: Heartbeat | None = None
+        if config.heartbeat if heartbeat is None else heartbeat:
+            self.heartbeat = Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
+        elif config.heartbeat:
+            logger.info("pgqueue: lease heartbeat off on connection %r, whose jobs may have timeouts longer than "
+                        "the lease: a handler that does not call context.extend() is stopped %gs before its "
+                        "%gs lease ends", config.name, config.lease_margin, self.lease)
+        self.threads = threads if threads is not None else min(concurrency, 32)
+        self._thread_pool: ThreadPoolExecutor | None = None
         self.fetch_cooldown = float(fetch_cooldown)
         self.scope = scope
         direct = listen_dsn or config.listen_dsn
@@ -169,7 +203,8 @@ class Worker:
             vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or dsn
             self.maintenance = Maintenance(self.pool, vacuum_dsn, interval=interval, grace=grace,
                                            vacuumed=self._vacuumed)
-        self.completer = Completer(self.pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
+        self.completer = Completer(self.pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
+                                   on_refused=self._ack_refused)
         self._settler = _Settler(self)
         self._wakeup = asyncio.Event()
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
@@ -194,6 +229,11 @@ class Worker:
 
     def _vacuumed(self) -> None:
         self.stats.vacuums += 1
+
+    def _ack_refused(self, job_id: uuid.UUID) -> None:
+        # Counted as succeeded when the handler returned; the fence says someone else holds it now.
+        self.stats.succeeded -= 1
+        self.stats.lost += 1
 
     def _reschedule(self) -> None:
         """A delayed job was enqueued: an idle worker re-reads the next due time."""
@@ -249,8 +289,12 @@ class Worker:
         maintenance_task: asyncio.Task[None] | None = None
         if self.maintenance is not None:
             maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
+        heartbeat_task: asyncio.Task[None] | None = None
+        if self.heartbeat is not None:
+            heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
         cancelled = False
         try:
+            await self._warn_about_unknown_queues()
             await self._fetch_loop(stop_when_empty, max_jobs)
         except asyncio.CancelledError:
             cancelled = True
@@ -262,6 +306,13 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await maintenance_task
             await self._drain()
+            if heartbeat_task is not None and self.heartbeat is not None:
+                await self.heartbeat.stop(heartbeat_task)
+            if self._thread_pool is not None:
+                # Threads still running a handler that ignored ``context.cancelled`` are left to
+                # finish; nothing waits for them here.
+                self._thread_pool.shutdown(wait=False, cancel_futures=True)
+                self._thread_pool = None
             if notifier_task is not None:
                 notifier_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -273,6 +324,21 @@ class Worker:
         if cancelled:
             raise asyncio.CancelledError
         return self.stats.processed
+
+    async def _warn_about_unknown_queues(self) -> None:
+        """Warn once when a served queue has no job and no failure: often a misspelt name."""
+        try:
+            known = await self.store.served_queues()
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.debug("pgqueue: could not list the queues in use (%s)", exc)
+            return
+        unknown = [q for q in self.queues if q not in known]
+        if unknown:
+            shown = ", ".join(repr(q) for q in known[:20]) + (", ..." if len(known) > 20 else "")
+            logger.warning(
+                "pgqueue: no job or failure was found in queue(s) %s, which this worker serves: check the "
+                "name (queues with jobs or failures: %s); the worker runs jobs dispatched there from now on",
+                ", ".join(repr(q) for q in unknown), shown or "none")
 
     async def _fetch_loop(self, stop_when_empty: bool, max_jobs: int | None) -> None:
         backoff = 0.05
@@ -467,7 +533,9 @@ class Worker:
             await self._release_unstarted(job_id, token)
             return False
         try:
-            envelope = Envelope.decode(raw, text=False, job_id=job_id)
+            # Decoding and validation happen here, per row: whatever one stored envelope
+            # contains fails that job alone, never the fetch of its batch.
+            envelope = Envelope.decode(raw, job_id=job_id)
         except QueuePayloadError as exc:
             await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
             return True
@@ -482,38 +550,74 @@ class Worker:
         try:
             job = job_type.from_args(envelope.args)
         except Exception as exc:
-            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r} do not fit the job: {exc}")
+            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
+                                      f"{exc}")
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
             return True
         context = JobContext(job_id=job_id, token=token, attempts=attempts, max_tries=max_tries,
                              queue=queue_name, connection=envelope.connection,
                              lease_seconds_left=lease_left - (time.monotonic() - received), settler=self._settler)
-        budget = min(envelope.timeout, context.lease_expires_in - self.config.lease_margin)
-        if self.timeout_cap is not None:
-            budget = min(budget, self.timeout_cap)
+        timeout = envelope.timeout if self.timeout_cap is None else min(envelope.timeout, self.timeout_cap)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        job_deadline = started + timeout
+        margin = self.config.lease_margin
+
+        def limit() -> float:
+            """When the handler must stop: its timeout, or ``margin`` before its lease ends."""
+            if context.cancelled:
+                return loop.time()
+            return min(job_deadline, loop.time() + context.lease_expires_in - margin)
+
+        deadline = asyncio.timeout(None)
+
+        def lease_moved() -> None:
+            with contextlib.suppress(RuntimeError):  # not entered yet, or already expiring
+                deadline.reschedule(limit())
+
+        context._lease_listener = lease_moved
+        if self.heartbeat is not None:
+            self.heartbeat.hold(context)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts, max_tries)
-        deadline = asyncio.timeout(budget)
         try:
-            if budget <= 0:
+            if limit() <= loop.time():
                 raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
-                                   f"{self.config.lease_margin:g}s)")
+                                   f"{margin:g}s)")
             if self.scope is None:
                 async with deadline:
-                    await job.handle(context)
+                    deadline.reschedule(limit())
+                    await self._handle(job, context)
             else:
                 async with self.scope(context), deadline:
-                    await job.handle(context)
+                    deadline.reschedule(limit())
+                    await self._handle(job, context)
         except TimeoutError as raised:
             timed_out: Exception = raised
             if deadline.expired():
+                context._cancelled = True
+                if context.decision == "lost":
+                    # The heartbeat's renewal was refused: someone else holds the job now.
+                    self.stats.lost += 1
+                    return True
+                when = deadline.when()
+                if self.heartbeat is not None and when is not None and when < job_deadline:
+                    context._settle_internally("lost")
+                    self.stats.lost += 1
+                    logger.warning(
+                        "pgqueue: job %s (%s) attempt %d: its lease could not be renewed, so the handler was "
+                        "stopped %gs before the lease ends; the job runs again once the lease has expired",
+                        job_id, envelope.name, attempts, margin)
+                    return True
                 timed_out = TimeoutError(
-                    f"job {envelope.name!r} timed out after {budget:.3g}s (its timeout is {envelope.timeout:g}s; "
-                    f"the limit is also kept {self.config.lease_margin:g}s inside the lease); the handler "
-                    "was cancelled at an await"
+                    f"job {envelope.name!r} timed out after {loop.time() - started:.3g}s "
+                    f"(its timeout is {envelope.timeout:g}s; the limit is also kept {margin:g}s inside the "
+                    "lease); the handler was cancelled at an await"
+                    + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(job_type) else "")
                 )
             await self._after_exception(context, envelope, timed_out)
         except asyncio.CancelledError:
+            context._cancelled = True
             # Cancelled by a forced stop: hand the job back for another worker.
             if self._cancel_running and context._settle_internally("released"):
                 with contextlib.suppress(Exception):
@@ -538,7 +642,23 @@ class Worker:
                 self.stats.lost += 1
             else:
                 self.stats.succeeded += 1
+        finally:
+            context._lease_listener = None
+            if self.heartbeat is not None:
+                self.heartbeat.drop(context)
         return True
+
+    def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
+        """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
+        if not has_sync_handle(type(job)):
+            return job.handle(context)
+        if self._thread_pool is None:
+            self._thread_pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="pgqueue-handler")
+        loop = asyncio.get_running_loop()
+        facade = SyncJobContext(context, loop)
+        # The handler sees the context variables of its execution (scope), as an async one would.
+        handle: Callable[[SyncJobContext], Any] = job.handle  # type: ignore[assignment]  # sync, checked above
+        return loop.run_in_executor(self._thread_pool, contextvars.copy_context().run, handle, facade)
 
     async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception) -> None:
         """A handler raised (or timed out): retry with backoff while tries and the deadline allow."""

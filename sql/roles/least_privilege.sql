@@ -1,7 +1,7 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many); nothing else
---   pgqueue_worker    reserve, ack, release, release_unstarted, extend, fail, next_due; LISTEN
+--   pgqueue_worker    reserve, ack, release, release_unstarted, extend, heartbeat, fail, next_due; LISTEN
 --   pgqueue_operator  read jobs, failed_jobs and queue_stats; retry_failed, retry_failed_all,
 --                     forget_failed, flush_failed, clear
 --
@@ -58,6 +58,8 @@ alter function pgqueue.release_unstarted(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.extend(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.heartbeat(uuid[], bigint[], double precision)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.fail(uuid, bigint, text, text, text, text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.next_due(text[])
@@ -86,6 +88,7 @@ grant execute on function
     pgqueue.release(uuid, bigint, double precision),
     pgqueue.release_unstarted(uuid[], bigint[]),
     pgqueue.extend(uuid, bigint, double precision),
+    pgqueue.heartbeat(uuid[], bigint[], double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text),
     pgqueue.next_due(text[])
 to pgqueue_worker;

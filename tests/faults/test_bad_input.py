@@ -100,6 +100,10 @@ async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer
     (tmp_path / "small").mkdir()
     small = Queue(settings=fault_settings(dsn, write_pyproject(tmp_path / "small", {"max_payload_bytes": 2000})))
     await small.open()
+    # Without the lease heartbeat a job's timeout must fit in the lease (issue 11: with it, it need not).
+    (tmp_path / "strict").mkdir()
+    strict = Queue(settings=fault_settings(dsn, write_pyproject(tmp_path / "strict", {"heartbeat": False})))
+    await strict.open()
     Case = tuple[str, Callable[[], Coroutine[Any, Any, Any]], type[Exception], str]
     cases: list[Case] = [
         ("envelope over the size limit", lambda: small.push_many([EchoJob(text="ok"), EchoJob(text="x" * 5000)]),
@@ -118,7 +122,8 @@ async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer
         ("NaN delay, bulk", lambda: producer.push_many([EchoJob(), EchoJob()], delay=[0, math.nan]),
          QueueConfigurationError, "delay"),
         ("tries=0", lambda: producer.push(ZeroTries()), QueueConfigurationError, "tries"),
-        ("timeout >= retry_after", lambda: producer.push(TooSlow()), QueueConfigurationError, "retry_after"),
+        ("timeout >= retry_after, no heartbeat", lambda: strict.push(TooSlow()), QueueConfigurationError,
+         "retry_after"),
     ]
     try:
         for what, call, kind, words in cases:
@@ -127,6 +132,7 @@ async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer
             assert scalar(dsn, "select count(*) from fault_dispatched") == 0, f"{what}: something was stored"
     finally:
         await small.close()
+        await strict.close()
     # The database refuses what slips past Python (a hand-written call): named, nothing stored.
     with psycopg.connect(dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="delay must be a finite number"):
@@ -150,7 +156,8 @@ def test_bad_definitions_and_settings_are_refused_by_name(tmp_path: Path) -> Non
     base: dict[str, object] = {"retry_after": 10, "lease_margin": 1, "timeout": 1}
     cases: list[tuple[dict[str, object], str]] = [
         ({"backoff": []}, "at least one delay"), ({"tries": 0}, "tries must be an integer >= 1"),
-        ({"timeout": 9.5}, "retry_after"), ({"retry_after": math.inf}, "retry_after")]
+        ({"timeout": 9.5, "heartbeat": False}, "retry_after"), ({"timeout": 4e7}, "one year"),
+        ({"retry_after": math.inf}, "retry_after")]
     for table, words in cases:
         folder = tmp_path / uuid.uuid4().hex
         folder.mkdir()

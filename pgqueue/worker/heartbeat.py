@@ -1,0 +1,98 @@
+"""The lease heartbeat: renews the leases of a worker's running handlers, one statement per tick."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from pgqueue.context import JobContext
+from pgqueue.store import Store
+
+logger = logging.getLogger("pgqueue.worker")
+
+
+class Heartbeat:
+    """Every ``period`` seconds, renews the lease of every held handler to end ``lease``
+    seconds later, with one fenced call of ``pgqueue.heartbeat`` for all of them.
+
+    A renewed lease moves the handler's time limit (``context._lease_renewed``). A renewal
+    the fence refuses (the lease expired and the job was reserved again, or it was cleared)
+    marks the context lost, which stops its handler at once. A tick that fails (database
+    unreachable, pool exhausted) changes nothing: each handler keeps the time limit of its
+    last renewal, ``lease_margin`` before its lease ends, so a handler whose lease cannot be
+    renewed is stopped before anyone else can reserve its job.
+
+    With ``period = (retry_after - lease_margin) / 3`` (what the worker uses) two ticks in a
+    row may fail before a handler is stopped.
+    """
+
+    def __init__(self, store: Store, *, lease: float, period: float) -> None:
+        self._store = store
+        self.lease = lease
+        self.period = period
+        self._held: dict[JobContext, None] = {}
+        self._holding = asyncio.Event()
+        #: Ticks that renewed (or tried to renew) at least one lease.
+        self.ticks = 0
+        #: Renewals the fence refused (the handler was stopped and counted lost).
+        self.refused = 0
+        #: Ticks that failed (database error); the handlers' own time limits protect their leases.
+        self.failures = 0
+
+    def hold(self, context: JobContext) -> None:
+        """Renew this handler's lease from the next tick on, until :meth:`drop`."""
+        self._held[context] = None
+        self._holding.set()
+
+    def drop(self, context: JobContext) -> None:
+        """Stop renewing this handler's lease (it finished)."""
+        self._held.pop(context, None)
+
+    @property
+    def held(self) -> int:
+        """Handlers whose leases are being renewed."""
+        return len(self._held)
+
+    async def run(self) -> None:
+        """Tick until cancelled."""
+        while True:
+            if not self._held:
+                self._holding.clear()
+                await self._holding.wait()
+            await asyncio.sleep(self.period)
+            await self.tick()
+
+    async def tick(self) -> None:
+        """Renew every held lease now (one statement)."""
+        contexts = [c for c in self._held if not c.finished]
+        if not contexts:
+            return
+        sent = time.monotonic()
+        try:
+            rows = await self._store.heartbeat([c.id for c in contexts], [c.token for c in contexts], self.lease)
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            self.failures += 1
+            logger.warning("pgqueue: renewing the leases of %d running handlers failed (%s); a handler whose "
+                           "lease cannot be renewed is stopped before its lease ends", len(contexts), exc)
+            return
+        self.ticks += 1
+        for context, (_, renewed, left) in zip(contexts, rows, strict=True):
+            if renewed and left is not None:
+                # Measured from before the call: the time limit errs on the early side.
+                context._lease_renewed(sent + left)
+            elif context._lease_lost():
+                self.refused += 1
+                logger.warning("pgqueue: job %s attempt %d: its lease was lost (it expired and the job was "
+                               "reserved again, or the job was cleared); the handler is stopped",
+                               context.id, context.attempts)
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        """Cancel the ``run()`` task and wait for it."""
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
