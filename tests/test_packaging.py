@@ -43,7 +43,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     outside = tmp_path_factory.mktemp("packaging")
     dist = outside / "dist"
     _run([uv, "build", "--wheel", "--out-dir", str(dist)], cwd=REPO_ROOT)
-    [wheel] = dist.glob("pgqueue-*.whl")
+    [wheel] = dist.glob("*.whl")
     venv = outside / "venv"
     _run([uv, "venv", "--quiet", str(venv)], cwd=outside)
     _run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(wheel)], cwd=outside)
@@ -61,6 +61,18 @@ def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) 
     assert "pgqueue_cli/__init__.py" in names and "pgqueue_cli/app.py" in names
     assert "pgqueue/py.typed" in names
     assert not [n for n in names if n.startswith("tests/")]
+
+
+def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # `pgqueue` on the package index is an unrelated project: the distribution must not claim it.
+    wheel, venv = installed
+    assert wheel.name.startswith("pgqueue_py-"), wheel.name
+    python = str(venv / "bin" / "python")
+    out = _run([python, "-c", "import importlib.metadata as m, pgqueue; d = m.distribution('pgqueue-py');"
+                " print(d.metadata['Name']); print(sorted(e.name for e in d.entry_points));"
+                " print(m.packages_distributions()['pgqueue'])"], cwd=tmp_path).splitlines()
+    assert out == ["pgqueue-py", "['pgqueue']", "['pgqueue-py']"], out
+    assert (venv / "bin" / "pgqueue").exists()
 
 
 def test_the_installed_package_migrates_a_database_from_outside_the_repo(
