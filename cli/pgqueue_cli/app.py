@@ -23,7 +23,7 @@ import typer
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.jobs import lookup
-from pgqueue_cli import render
+from pgqueue_cli import render, supervisor
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -163,6 +163,10 @@ def queue_work(
         help="How often to check whether pgqueue.jobs needs a VACUUM that autovacuum is not doing, in "
              "seconds (0: never).")] = 2.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
+    processes: Annotated[int, typer.Option(
+        "--processes", min=1,
+        help="Worker processes run by a supervisor that restarts them (1: this process is the worker). "
+             "--concurrency and --max-jobs apply to each.")] = 1,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -173,6 +177,10 @@ def queue_work(
     SIGINT or SIGTERM stops it gracefully (no new reservations; running handlers finish
     within --drain-timeout; exit 0); a second signal cancels them. Exit 2 on a
     configuration error.
+
+    With --processes N, a supervisor runs N such workers: it restarts one that dies
+    (with backoff), forwards SIGINT/SIGTERM to all, and exits 1 if one keeps dying
+    right after it starts.
     """
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
@@ -190,6 +198,10 @@ def queue_work(
         fail("no jobs are registered, so every job would fail as `unknown_job`: pass the module that defines "
              "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
     found = target(dsn, connection, announce=False)
+    if processes > 1:  # checked above in one process, so a configuration error is reported once
+        code = asyncio.run(supervisor.Supervisor(supervisor.worker_command(sys.argv[1:]), processes).run())
+        raise typer.Exit(code)
+    supervisor.follow_supervisor()
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
                            drain_timeout=drain_timeout, listen=listen,
