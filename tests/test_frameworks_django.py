@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from tests.cli_support import cli_env, pgqueue
-
-pytest.importorskip("django")
 
 Conn = psycopg.Connection[Any]
 REPO = Path(__file__).resolve().parent.parent

@@ -5,14 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import psycopg
-import pytest
 
-pytest.importorskip("fastapi")
-
-import httpx  # noqa: E402
-
-from tests.frameworks.fastapi_app import create_app, handled  # noqa: E402
+from tests.frameworks.fastapi_app import create_app, handled
 
 Conn = psycopg.Connection[Any]
 
