@@ -17,6 +17,7 @@ import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
@@ -152,9 +153,10 @@ class Project:
 
 
 def _sqlalchemy_url(dsn: str) -> str:
+    # host and port as query parameters: the host may be a Unix socket folder (the embedded server).
     info = psycopg.conninfo.conninfo_to_dict(dsn)
-    return (f"postgresql+psycopg://{info.get('user', 'postgres')}@{info.get('host', 'localhost')}:"
-            f"{info.get('port', 5432)}/{info['dbname']}")
+    query = urlencode({k: info[k] for k in ("host", "port", "password") if info.get(k)})
+    return f"postgresql+psycopg://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
 
 
 def _project(venv: Path, dsn: str, root: Path, *, with_pgqueue: bool = True) -> Project:
