@@ -35,7 +35,7 @@ def database_dsn(admin_dsn: str, dbname: str) -> str:
     """The admin DSN pointed at another database."""
     params = conninfo_to_dict(admin_dsn)
     params["dbname"] = dbname
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 @contextlib.asynccontextmanager

@@ -45,7 +45,7 @@ def make_jobs(count: int, start: int = 0) -> list[SendReceipt]:
 def database_dsn(admin: str, name: str) -> str:
     params = conninfo_to_dict(admin)
     params["dbname"] = name
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def report(label: str, count: int, seconds: float) -> None:

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from pgqueue import Job, JobContext, Queue, migrate
 
@@ -56,7 +56,7 @@ class Burn(Job):
 
 
 def _database(admin: str, name: str) -> str:
-    return make_conninfo(**{**conninfo_to_dict(admin), "dbname": name})
+    return make_conninfo(admin, dbname=name)
 
 
 async def _fill(dsn: str, jobs: list[Job]) -> None:

@@ -90,7 +90,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if "sustained" in only:
         await run_sustained(args.admin_dsn, sustained, results)
     results["load_end"] = _load()
-    return _plain(results)
+    plain: dict[str, Any] = _plain(results)
+    return plain
 
 
 def main(argv: list[str] | None = None) -> int:

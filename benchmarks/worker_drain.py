@@ -52,7 +52,7 @@ class Stamp(Job):
 def _db(dsn: str, name: str) -> str:
     params = conninfo_to_dict(dsn)
     params["dbname"] = name
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def fresh_database(admin_dsn: str) -> str:

@@ -12,7 +12,8 @@ The public API:
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
-- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration.
+- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration;
+  :func:`prepare_database` — the configured database, or the embedded one started and migrated.
 - :class:`Envelope` — what dispatch stores.
 - The errors: :class:`QueueError` and its subclasses.
 """
@@ -33,6 +34,7 @@ from pgqueue.errors import (
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.startup import prepare_database
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -62,6 +64,7 @@ __all__ = [
     "default_queue",
     "job",
     "load_settings",
+    "prepare_database",
     "registered_jobs",
     "set_default_queue",
 ]

@@ -3,12 +3,12 @@
 Precedence, highest first: explicit arguments, environment (``PGQUEUE_DSN``, falling back to
 ``DATABASE_URL``), ``[tool.pgqueue]``, built-in defaults. Two connections always exist:
 ``database`` (jobs stored in PostgreSQL, run by workers) and ``sync`` (jobs run inline at
-dispatch). With no DSN anywhere, the embedded PostgreSQL is used (see :func:`resolve_dsn`).
+dispatch). With no DSN anywhere, the embedded PostgreSQL is used (started by
+:func:`pgqueue.startup.prepare_database`, not here: resolving settings has no side effects).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import tomllib
@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 from pgqueue.backoff import Backoff
 from pgqueue.errors import QueueConfigurationError
-
-logger = logging.getLogger("pgqueue")
+from pgqueue.limits import queue_name_problem
 
 Driver = Literal["database", "sync"]
 
@@ -71,10 +70,9 @@ class ConnectionConfig:
             raise QueueConfigurationError(
                 f"connection {self.name!r}: driver must be 'database' or 'sync', got {self.driver!r}"
             )
-        if not isinstance(self.queue, str) or not 1 <= len(self.queue) <= 200:
-            raise QueueConfigurationError(
-                f"connection {self.name!r}: queue must be a name of 1 to 200 characters, got {self.queue!r}"
-            )
+        problem = queue_name_problem(self.queue)
+        if problem is not None:
+            raise QueueConfigurationError(f"connection {self.name!r}: queue: {problem}")
         _positive(self.retry_after, f"connection {self.name!r}: retry_after")
         _positive(self.lease_margin, f"connection {self.name!r}: lease_margin", allow_zero=True)
         if self.lease_margin >= self.retry_after:
@@ -216,27 +214,3 @@ def load_settings(pyproject: Path | None = None, *, dsn: str | None = None,
     settings = Settings(connections=connections, default=default, app=tuple(app), source=source)
     settings.connection(default)  # an unknown default fails here, not at first dispatch
     return settings
-
-
-def resolve_dsn(settings: Settings, *, announce: bool = True) -> str:
-    """The database DSN to use: the configured one, else the embedded PostgreSQL (started here).
-
-    Says in one log line which database is used when it is the embedded one.
-    """
-    configured = settings.database_dsn()
-    if configured:
-        return configured
-    from pgqueue.embedded import EmbeddedPostgres
-
-    server = EmbeddedPostgres()
-    server.start()
-    from pgqueue import migrate
-
-    dsn = server.dsn("postgres")
-    migrate.upgrade(dsn)
-    if announce:
-        logger.warning(
-            "pgqueue: no database configured (PGQUEUE_DSN / DATABASE_URL unset); using the embedded "
-            "PostgreSQL 18 with its data in %s (stop it with `pgqueue embedded stop`)", server.data_dir,
-        )
-    return dsn

@@ -1,4 +1,4 @@
-"""Running the enqueue statements on the caller's connection, inside the caller's transaction.
+"""Finding the psycopg connection behind what a caller dispatches with (its transaction, as it is).
 
 Accepted: psycopg 3 ``AsyncConnection`` and ``Connection``, and SQLAlchemy ``Session``,
 ``Connection``, ``AsyncSession`` and ``AsyncConnection`` on the psycopg driver. The job is
@@ -65,20 +65,3 @@ def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
         f"cannot dispatch synchronously with a {type(conn).__module__}.{type(conn).__name__}: pass a psycopg "
         "Connection or a SQLAlchemy Session/Connection"
     )
-
-
-async def execute_on(conn: Any, statement: bytes, params: tuple[Any, ...]) -> Any:
-    """Run one statement on the caller's connection; returns the first column of the first row."""
-    driver = await async_driver_connection(conn)
-    if isinstance(driver, psycopg.AsyncConnection):
-        cur = await driver.execute(statement, params)
-        row = await cur.fetchone()
-    else:
-        row = driver.execute(statement, params).fetchone()
-    return None if row is None else row[0]
-
-
-def execute_on_sync(conn: Any, statement: bytes, params: tuple[Any, ...]) -> Any:
-    """Synchronous :func:`execute_on`."""
-    row = sync_driver_connection(conn).execute(statement, params).fetchone()
-    return None if row is None else row[0]

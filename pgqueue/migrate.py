@@ -28,10 +28,12 @@ from alembic.operations.ops import MigrationScript
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import coerce_resource_to_filename
-from psycopg import errors as pg_errors
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
+from pgqueue import store
 from pgqueue.errors import QueueConfigurationError
-from pgqueue.resources import migrations_dir, query, versions_dir
+from pgqueue.resources import migrations_dir, versions_dir
 
 # The table an application's alembic tree records its revisions in (alembic's default).
 APP_VERSION_TABLE = "alembic_version"
@@ -135,19 +137,11 @@ def downgrade_sql(from_revision: str = "head", to_revision: str = "base") -> str
 
 
 # ----------------------------------------------------------- pgqueue in your tree
-def _rows(conn: psycopg.Connection[Any], name: str, params: dict[str, Any] | None = None) -> list[str]:
-    try:
-        with conn.transaction():
-            return [str(r[0]) for r in conn.execute(query(name), params)]
-    except pg_errors.UndefinedTable:
-        return []
-
-
 def _recorded_in_app_table(dsn: str) -> list[str]:
     """pgqueue's revisions recorded in the application's alembic table, if that is where its branch lives."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        adopted = _rows(conn, "alembic_user_versions", {"revisions": revisions()})
-        if adopted and _rows(conn, "alembic_own_versions"):
+        adopted = store.alembic_user_versions(conn, revisions())
+        if adopted and store.alembic_own_versions(conn):
             raise QueueConfigurationError(
                 f"pgqueue's schema is recorded twice in this database: in pgqueue_alembic_version (by `pgqueue "
                 f"migrate`) and in {APP_VERSION_TABLE} (by your alembic tree: {', '.join(adopted)}). Keep one: "
@@ -157,9 +151,6 @@ def _recorded_in_app_table(dsn: str) -> list[str]:
 
 
 def _upgrade_in_app_table(dsn: str, adopted: Iterable[str], revision: str) -> None:
-    from sqlalchemy import create_engine
-    from sqlalchemy.pool import NullPool
-
     old = list(adopted)
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
     try:
@@ -170,9 +161,9 @@ def _upgrade_in_app_table(dsn: str, adopted: Iterable[str], revision: str) -> No
             config.attributes["connection"] = conn
             command.stamp(config, old)
             command.upgrade(config, revision)
-            new = [str(r[0]) for r in conn.exec_driver_sql(query("alembic_own_versions").decode())]
-            conn.exec_driver_sql(query("alembic_user_versions_delete").decode(), {"old": old})
-            conn.exec_driver_sql(query("alembic_user_versions_insert").decode(), {"new": new})
-            conn.exec_driver_sql(query("alembic_own_versions_drop").decode())
+            new = store.alembic_own_versions(conn)
+            store.alembic_user_versions_delete(conn, old)
+            store.alembic_user_versions_insert(conn, new)
+            store.alembic_own_versions_drop(conn)
     finally:
         engine.dispose()

@@ -7,47 +7,35 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.config import ConnectionConfig, Settings, load_settings, resolve_dsn
+from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, describe
-from pgqueue.dispatch import execute_on, execute_on_sync
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job
-from pgqueue.resources import query
-from pgqueue.storage import NOT_MIGRATED, storage_errors
+from pgqueue.jobs import Job, set_default_dispatcher
+from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
+from pgqueue.startup import prepare_database
+from pgqueue.store import QueueStats, Store, record_failure_on
+from pgqueue.worker import Worker
 
-if TYPE_CHECKING:
-    from pgqueue.worker import Worker
+__all__ = ["Queue", "QueueStats", "default_queue", "set_default_queue"]
 
 logger = logging.getLogger("pgqueue")
 
 
-@dataclass(frozen=True)
-class QueueStats:
-    """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
-
-    queue: str
-    ready: int
-    delayed: int
-    reserved: int
-    expired: int
-    failed: int
-    oldest_ready_age: float | None
-
-
 def _check_delay(delay: object, job_name: str) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) \
+            or not 0 <= delay <= MAX_DELAY_SECONDS:
         raise QueueConfigurationError(
-            f"job {job_name!r}: delay must be a finite number of seconds >= 0, got {delay!r}"
+            f"job {job_name!r}: delay must be a finite number of seconds >= 0 and at most "
+            f"{MAX_DELAY_SECONDS:.0f} (10 years), got {delay!r}; the job was not dispatched"
         )
     return float(delay)
 
@@ -65,6 +53,7 @@ class Queue:
         self.settings = settings if settings is not None else load_settings(pyproject, dsn=dsn)
         self.pool_size = pool_size
         self._pools: dict[str, AsyncConnectionPool[Any]] = {}
+        self._stores: dict[str, Store] = {}
         self._dsn: str | None = None
         self._lock = asyncio.Lock()
 
@@ -82,7 +71,7 @@ class Queue:
 
     async def close(self) -> None:
         """Close the queue's connection pools."""
-        pools, self._pools = list(self._pools.values()), {}
+        pools, self._pools, self._stores = list(self._pools.values()), {}, {}
         for pool in pools:
             await pool.close()
 
@@ -101,15 +90,19 @@ class Queue:
         return self.settings.connection(name)
 
     async def _pool(self, connection: ConnectionConfig | None = None) -> AsyncConnectionPool[Any]:
+        return (await self._store(connection)).pool
+
+    async def _store(self, connection: ConnectionConfig | None = None) -> Store:
+        """The store of a connection's database (the default one's without), opening its pool on first use."""
         async with self._lock:
             if connection is not None and connection.dsn:
                 dsn = connection.dsn
             else:
                 if self._dsn is None:
-                    self._dsn = await asyncio.to_thread(resolve_dsn, self.settings)
+                    self._dsn = await asyncio.to_thread(prepare_database, self.settings)
                 dsn = self._dsn
-            pool = self._pools.get(dsn)
-            if pool is None:
+            store = self._stores.get(dsn)
+            if store is None:
                 # One pool per DSN, whichever call opens it first (open() passes no connection):
                 # any database connection on this DSN that is behind PgBouncer turns them off.
                 prepared = all(c.prepared_statements and not c.transaction_pooler
@@ -128,21 +121,18 @@ class Queue:
                 except Exception as exc:
                     raise QueueStorageError(f"cannot connect to the database: {exc}") from exc
                 self._pools[dsn] = pool
-            return pool
+                store = self._stores[dsn] = Store(pool)
+            return store
 
     async def pool(self, connection: str | None = None) -> AsyncConnectionPool[Any]:
         """The open connection pool of a connection (default: the default connection)."""
         return await self._pool(self.settings.connection(connection))
 
-    async def check_schema(self) -> None:
-        """Raise QueueStorageError with "run pgqueue migrate" if the schema is missing."""
-        pool = await self._pool()
-        with storage_errors("checking the pgqueue schema"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query("schema_check"))
-                row = await cur.fetchone()
-        if not row or not row[0]:
-            raise QueueStorageError(NOT_MIGRATED)
+    async def check_schema(self, connection: str | None = None) -> None:
+        """Raise QueueStorageError with "run pgqueue migrate" if the schema is missing
+        (in the default connection's database, or the named connection's)."""
+        store = await self._store(None if connection is None else self.settings.connection(connection))
+        await store.check_schema()
 
     # ----------------------------------------------------------------- dispatch
     def envelope(self, job: Job, *, queue: str | None = None, priority: int | None = None,
@@ -162,13 +152,11 @@ class Queue:
             await self._run_inline(job, envelope, delay)
             return envelope.id
         text = envelope.encode(config.max_payload_bytes)
-        with storage_errors(f"dispatching job {envelope.name!r}"):
-            if conn is not None:
-                await execute_on(conn, query("enqueue"), (text, delay))
-            else:
-                pool = await self._pool(config)
-                async with pool.connection() as own:
-                    await own.execute(query("enqueue"), (text, delay))
+        what = f"dispatching job {envelope.name!r}"
+        if conn is not None:
+            await Store.enqueue_on(conn, text, delay, what=what)
+        else:
+            await (await self._store(config)).enqueue(text, delay, what=what)
         return envelope.id
 
     def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
@@ -190,8 +178,7 @@ class Queue:
             asyncio.run(self._run_inline(job, envelope, delay, own_loop=True))
             return envelope.id
         text = envelope.encode(config.max_payload_bytes)
-        with storage_errors(f"dispatching job {envelope.name!r}"):
-            execute_on_sync(conn, query("enqueue"), (text, delay))
+        Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
         return envelope.id
 
     async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
@@ -206,13 +193,11 @@ class Queue:
         if not encoded.ids:
             return []
         delays = self._delays(delay, encoded.names)
-        with storage_errors(f"dispatching {len(encoded.ids)} jobs"):
-            if conn is not None:
-                await execute_on(conn, query("enqueue_many"), (encoded.text, delays))
-            else:
-                pool = await self._pool(encoded.connections[0])
-                async with pool.connection() as own:
-                    await own.execute(query("enqueue_many"), (encoded.text, delays))
+        what = f"dispatching {len(encoded.ids)} jobs"
+        if conn is not None:
+            await Store.enqueue_many_on(conn, encoded.text, delays, what=what)
+        else:
+            await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return encoded.ids
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
@@ -261,11 +246,13 @@ class Queue:
                 f"job {envelope.name!r}: the sync connection {envelope.connection!r} runs jobs at dispatch "
                 "and cannot delay them; dispatch to a database connection instead"
             )
-        settler = _InlineSettler(self, envelope, own_loop=own_loop)
+        dsn = self.settings.database_dsn()
+        database = self.settings.connection("database")
+        settler = _InlineSettler(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
         context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
                              connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
-        # Round-trip the args through JSON so a job behaves as it would after a real queue.
-        runnable = type(job)(**json.loads(json.dumps(envelope.args)))
+        # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
+        runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
         try:
             async with asyncio.timeout(envelope.timeout):
                 await runnable.handle(context)
@@ -281,7 +268,7 @@ class Queue:
     # ------------------------------------------------------------- failed jobs
     async def failed(self, connection: str | None = None) -> FailedJobRepository:
         """The failed-jobs repository of a connection's database."""
-        return FailedJobRepository(await self.pool(connection))
+        return FailedJobRepository(await self._store(self.settings.connection(connection)))
 
     async def retry_failed(self, failure_id: uuid.UUID | str, connection: str | None = None) -> uuid.UUID:
         """Put a failed job back (same id and envelope, attempts reset); returns the job id.
@@ -294,63 +281,57 @@ class Queue:
         except ValueError:
             raise QueueRetryError(f"{failure_id!r} is not a failure id (a UUID, the id column of "
                                   "pgqueue.failed_jobs); nothing was retried") from None
-        pool = await self.pool(connection)
-        with storage_errors(f"retrying failed job {failure_id}"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query("retry_failed"), (str(failure_id),))
-                row = await cur.fetchone()
-        assert row is not None
-        return uuid.UUID(str(row[0]))
+        store = await self._store(self.settings.connection(connection))
+        return await store.retry_failed(failure_id)
 
     async def retry_failed_all(self, queue: str | None = None, connection: str | None = None) -> int:
         """Retry every failure (of one queue, or all) still within its deadline; returns how many."""
-        pool = await self.pool(connection)
-        with storage_errors("retrying failed jobs"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query("retry_failed_all"), (queue,))
-                row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        store = await self._store(self.settings.connection(connection))
+        return await store.retry_failed_all(queue)
 
     # ------------------------------------------------------------ operations
     async def stats(self, connection: str | None = None) -> list[QueueStats]:
         """Per-queue counts from ``pgqueue.queue_stats``."""
-        pool = await self.pool(connection)
-        with storage_errors("reading queue statistics"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query("queue_stats"))
-                rows = await cur.fetchall()
-        return [QueueStats(*row) for row in rows]
+        store = await self._store(self.settings.connection(connection))
+        return await store.queue_stats()
+
+    async def listening_workers(self, connection: str | None = None) -> int:
+        """How many workers LISTEN on the connection's database (sessions listening on pgqueue's channels)."""
+        store = await self._store(self.settings.connection(connection))
+        return await store.listening_workers()
 
     async def clear(self, queue: str | None = None, connection: str | None = None) -> int:
         """Remove ready, delayed and reserved jobs of a queue (default: the connection's queue)."""
         config = self.settings.connection(connection)
-        pool = await self._pool(config)
-        with storage_errors("clearing a queue"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(query("clear"), (queue or config.queue,))
-                row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        store = await self._store(config)
+        return await store.clear(queue or config.queue)
 
     async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
                      concurrency: int = 10, **options: Any) -> Worker:
         """A worker for a connection; see :class:`pgqueue.worker.Worker` for the options."""
-        from pgqueue.worker import Worker
-
         config = self.settings.connection(connection)
         if config.driver != "database":
             raise QueueConfigurationError(
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
-        pool = await self._pool(config)
-        return Worker(self, config, pool, queues=queues or (config.queue,), concurrency=concurrency, **options)
+        for name in queues or ():
+            problem = queue_name_problem(name)
+            if problem is not None:  # no job can be on such a queue: the worker would idle forever
+                raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
+        store = await self._store(config)
+        return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
+                      concurrency=concurrency, **options)
 
 
 class _InlineSettler:
     """Decisions of a job run by the sync driver: there is no reservation to settle."""
 
-    def __init__(self, queue: Queue, envelope: Envelope, *, own_loop: bool = False) -> None:
-        self._queue = queue
+    def __init__(self, store: Callable[[], Awaitable[Store]], dsn: str | None, envelope: Envelope, *,
+                 own_loop: bool = False) -> None:
+        # Failures are recorded in the "database" connection's database, if one is configured.
+        self._database = store
+        self._dsn = dsn
         self._envelope = envelope
         self._own_loop = own_loop
 
@@ -376,18 +357,17 @@ class _InlineSettler:
         await self._store(exception, message, trace, reason)
 
     async def _store(self, exception: str | None, message: str, trace: str | None, reason: str) -> None:
-        dsn = self._queue.settings.database_dsn()
+        dsn = self._dsn
         if dsn is None:
             return
-        params = (json.dumps(self._envelope.to_data()), 1, exception, message, trace, reason)
+        envelope = json.dumps(self._envelope.to_data())
         try:
             if self._own_loop:
                 async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                    await conn.execute(query("record_failure"), params)
+                    await record_failure_on(conn, envelope, 1, exception, message, trace, reason)
                 return
-            pool = await self._queue._pool(self._queue.settings.connection("database"))
-            async with pool.connection() as conn:
-                await conn.execute(query("record_failure"), params)
+            store = await self._database()
+            await store.record_failure(envelope, 1, exception, message, trace, reason)
         except (psycopg.Error, QueueStorageError) as exc:
             logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
                          self._envelope.id, self._envelope.name, exc)
@@ -408,3 +388,6 @@ def set_default_queue(queue: Queue | None) -> None:
     """Make ``queue`` the one :meth:`Job.dispatch` uses when no ``using=`` is given."""
     global _default  # noqa: PLW0603
     _default = queue
+
+
+set_default_dispatcher(default_queue)

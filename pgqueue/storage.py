@@ -1,13 +1,17 @@
-"""Running pgqueue's named statements and turning database errors into pgqueue errors."""
+"""What a database error means: the pgqueue error it becomes, and whether it is worth retrying.
+
+Owned by the store (:mod:`pgqueue.store`), which runs every statement; the worker asks
+:func:`is_transient` to decide whether to keep going after a database error.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg_pool import PoolTimeout
 
 from pgqueue.errors import QueueError, QueueRetryError, QueueStorageError
 
@@ -35,11 +39,6 @@ def storage_errors(what: str) -> Iterator[None]:
         raise translate(exc, what) from exc
 
 
-def params(*values: Any) -> tuple[Any, ...]:
-    """Positional parameters for a named statement (a readable spelling at call sites)."""
-    return values
-
-
 # SQLSTATE classes worth retrying after a pause: connection exceptions (08), transaction
 # rollbacks such as serialization failures and deadlocks (40), insufficient resources (53),
 # operator intervention such as a server shutdown or a statement timeout (57).
@@ -48,8 +47,6 @@ _TRANSIENT_CLASSES = ("08", "40", "53", "57")
 
 def is_transient(error: BaseException) -> bool:
     """Whether a database error is worth retrying after a pause (the worker keeps going)."""
-    from psycopg_pool import PoolTimeout
-
     if isinstance(error, PoolTimeout | OSError | psycopg.OperationalError | psycopg.errors.PipelineAborted):
         return True
     if isinstance(error, psycopg.Error):

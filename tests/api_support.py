@@ -10,7 +10,9 @@ import psycopg
 from pgqueue import Queue, Worker
 
 # One definition of the settings and the open-queue fixture for every test module.
-from tests.worker_support import NO_PYPROJECT, queue, settings_for  # noqa: F401
+from tests.worker_support import NO_PYPROJECT, queue, settings_for
+
+__all__ = ["NO_PYPROJECT", "failed_rows", "job_rows", "queue", "run_worker", "settings_for"]
 
 
 async def run_worker(target: Queue, *, queues: tuple[str, ...] = ("default",), concurrency: int = 4,

@@ -13,7 +13,7 @@ def dsn_for_database(dsn: str, dbname: str) -> str:
     """The same server and credentials as ``dsn``, another database."""
     params = conninfo_to_dict(dsn)
     params["dbname"] = dbname
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def envelope(queue: str = "default", *, tries: int = 3, priority: int = 0,

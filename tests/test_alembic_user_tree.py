@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -74,6 +74,11 @@ def venv(wheel: Path, tmp_path: Path) -> Iterator[Path]:
     yield where
 
 
+def _keep_and_append(body: str) -> Callable[[re.Match[str]], str]:
+    """A replacement for ``re.sub`` that keeps group 1 and puts ``body`` after it (taken literally)."""
+    return lambda match: match[1] + body
+
+
 class Project:
     """A user's project with its own alembic tree, driven through the venv's commands."""
 
@@ -114,7 +119,7 @@ class Project:
         text = path.read_text()
         for which, statement in (("Upgrade", upgrade), ("Downgrade", downgrade)):
             body = f"op.execute({statement!r})"
-            text = re.sub(rf'("""{which} schema."""\n(?:    #.*\n)*    )pass', lambda m, b=body: m[1] + b, text)
+            text = re.sub(rf'("""{which} schema."""\n(?:    #.*\n)*    )pass', _keep_and_append(body), text)
         assert f"op.execute({upgrade!r})" in text and f"op.execute({downgrade!r})" in text, text
         path.write_text(text)
         return path

@@ -31,7 +31,7 @@ def _commands() -> list[tuple[list[str], str]]:
     root = get_command(app)
     top = Context(root, info_name="pgqueue", terminal_width=WIDTH, max_content_width=WIDTH,
                   help_option_names=["-h", "--help"])
-    found = [([], root.get_help(top))]
+    found: list[tuple[list[str], str]] = [([], root.get_help(top))]
     assert isinstance(root, TyperGroup)
     for name in root.list_commands(top):
         command = root.get_command(top, name)

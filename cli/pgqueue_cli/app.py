@@ -13,6 +13,7 @@ import asyncio
 import difflib
 import json
 import logging
+import math
 import sys
 import time
 import uuid
@@ -20,9 +21,11 @@ from typing import Annotated
 
 import typer
 
+# typer vendors click here; its exceptions are how usage errors reach main() (standalone_mode=False).
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
-from pgqueue.jobs import lookup
 from pgqueue_cli import render, supervisor
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -37,6 +40,7 @@ from pgqueue_cli.runtime import (
     job_count,
     one_line,
     parse_queues,
+    queue_name,
     reports_errors,
     set_debug,
     target,
@@ -68,7 +72,8 @@ Connection = Annotated[str | None, typer.Argument(
 Apps = Annotated[list[str] | None, typer.Option(
     "--app", metavar="MODULE",
     help="Module that defines jobs, imported so they register (repeatable; also [tool.pgqueue] app).")]
-QueueFilter = Annotated[str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only this queue.")]
+QueueFilter = Annotated[str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only this queue.",
+                                                 callback=queue_name)]
 
 
 def _version(value: bool) -> None:
@@ -109,7 +114,7 @@ def migrate_command(
     With --sql, print the SQL instead (no database needed), for teams that apply DDL
     with another tool. --downgrade base removes pgqueue's schema.
     """
-    from pgqueue import migrate as migrations  # alembic is slow to import: only here
+    from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
     if sql:
         text = migrations.downgrade_sql("head", downgrade) if downgrade else migrations.upgrade_sql()
@@ -125,9 +130,10 @@ def migrate_command(
 
 
 def _head() -> str:
-    from alembic.script import ScriptDirectory
+    # alembic is slow to import: only the commands that migrate pay for it.
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
 
-    from pgqueue import migrate as migrations
+    from pgqueue import migrate as migrations  # noqa: PLC0415
 
     return ", ".join(ScriptDirectory.from_config(migrations.alembic_config()).get_heads())
 
@@ -184,11 +190,11 @@ def queue_work(
     """
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
-        if value is not None and not value > 0:
-            fail(f"{what} must be > 0 seconds, got {value:g}", EXIT_CONFIG)
-    if drain_timeout < 0:
-        fail(f"--drain-timeout must be >= 0 seconds, got {drain_timeout:g}", EXIT_CONFIG)
-    if not maintenance_interval >= 0:
+        if value is not None and not 0 < value < math.inf:
+            fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
+    if not 0 <= drain_timeout < math.inf:
+        fail(f"--drain-timeout must be >= 0 seconds and finite, got {drain_timeout:g}", EXIT_CONFIG)
+    if not 0 <= maintenance_interval < math.inf:
         fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
              EXIT_CONFIG)
     queues = parse_queues(queue)
@@ -267,7 +273,8 @@ async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | Non
 def queue_retry(
     ids: Annotated[list[str], typer.Argument(metavar="ID|all", help="Failure ids, or `all`.")],
     queue: Annotated[str | None, typer.Option(
-        "--queue", "-q", metavar="QUEUE", help="With `all`: only failures of this queue.")] = None,
+        "--queue", "-q", metavar="QUEUE", help="With `all`: only failures of this queue.",
+        callback=queue_name)] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -363,7 +370,8 @@ async def _flush(found: Target, queue_name: str | None, hours: float | None) -> 
 def queue_clear(
     connection: Connection = None,
     queue: Annotated[str | None, typer.Option(
-        "--queue", "-q", metavar="QUEUE", help="The queue to empty (default: the connection's queue).")] = None,
+        "--queue", "-q", metavar="QUEUE", help="The queue to empty (default: the connection's queue).",
+        callback=queue_name)] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -437,7 +445,8 @@ def queue_dispatch(
     args: Annotated[str, typer.Option("--args", metavar="JSON", help="The job's args as a JSON object.")] = "{}",
     delay: Annotated[float, typer.Option("--delay", help="Seconds before the job becomes available.")] = 0.0,
     queue: Annotated[str | None, typer.Option(
-        "--queue", "-q", metavar="QUEUE", help="Queue (default: the job's, else the connection's).")] = None,
+        "--queue", "-q", metavar="QUEUE", help="Queue (default: the job's, else the connection's).",
+        callback=queue_name)] = None,
     priority: Annotated[int | None, typer.Option(
         "--priority", help="Priority within the queue (higher first).")] = None,
     connection: Annotated[str | None, typer.Option(
@@ -453,7 +462,7 @@ def queue_dispatch(
     """
     settings = pgqueue.load_settings(dsn=dsn)
     import_apps(app_modules(apps, settings))
-    job_type = lookup(job_name)
+    job_type = pgqueue.registered_jobs().get(job_name)
     if job_type is None:
         known = sorted(pgqueue.registered_jobs())
         close = difflib.get_close_matches(job_name, known, n=3, cutoff=0.5)
@@ -468,8 +477,10 @@ def queue_dispatch(
     if not isinstance(values, dict):
         fail(f"--args must be a JSON object of the job's fields, got {type(values).__name__}", EXIT_CONFIG)
     try:
-        instance = job_type(**values)
-    except TypeError as exc:
+        # The args as a worker will read them: checked against the job's annotations, so
+        # '{"order_id": "x"}' for an `order_id: int` is refused now, not by the handler later.
+        instance = job_type.from_args(values)
+    except (pgqueue.QueuePayloadError, TypeError, ValueError) as exc:
         fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
     found = target(dsn, connection or job_type.connection)
 
@@ -502,7 +513,7 @@ def embedded_status(debug: Debug = False) -> None:
 @reports_errors
 def embedded_start(debug: Debug = False) -> None:
     """Start the embedded server (initialising and migrating it on first use); prints its DSN."""
-    from pgqueue import migrate as migrations
+    from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
     server = EmbeddedPostgres()
     dsn = server.start()
@@ -534,7 +545,7 @@ def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
     ends in failed_jobs, on queues demo-high and demo (emptied first). With no database
     configured it uses the embedded PostgreSQL, which keeps running afterwards.
     """
-    from pgqueue_cli.demo import run_demo
+    from pgqueue_cli.demo import run_demo  # noqa: PLC0415  # rich is imported only for the demo
 
     found = target(dsn)
     if not asyncio.run(run_demo(found)):
@@ -542,5 +553,21 @@ def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
 
 
 def main() -> None:
-    """Run the CLI."""
-    app(prog_name="pgqueue")
+    """Run the CLI. A usage error (unknown option, bad value) is one line, ``pgqueue: error: ...``,
+    and exit code 2, like every other error, instead of click's usage box."""
+    try:
+        code = app(prog_name="pgqueue", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # bare `pgqueue`: the help is the answer
+        exc.show()
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        err(f"pgqueue: error: {one_line(exc.format_message())}{hint}")
+        sys.exit(EXIT_CONFIG)
+    except ClickException as exc:
+        err(f"pgqueue: error: {one_line(exc.format_message())}")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err("pgqueue: aborted; nothing was changed")
+        sys.exit(EXIT_FAILURE)
+    sys.exit(code if isinstance(code, int) else 0)

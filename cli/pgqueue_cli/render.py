@@ -6,9 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from pgqueue.failed import FailedJob
-from pgqueue.queue import Queue, QueueStats
-from pgqueue.resources import query
+from pgqueue import FailedJob, Queue, QueueStats
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -62,11 +60,7 @@ def status_table(stats: Sequence[QueueStats], workers: int | None) -> str:
 async def status(queue: Queue, connection: str) -> str:
     """The ``queue:status`` output of a connection's database."""
     stats = await queue.stats(connection)
-    pool = await queue.pool(connection)
-    async with pool.connection() as conn:
-        cur = await conn.execute(query("listening_workers"))
-        row = await cur.fetchone()
-    return status_table(stats, int(row[0]) if row else None)
+    return status_table(stats, await queue.listening_workers(connection))
 
 
 def _stamp(moment: datetime) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import logging
@@ -16,13 +17,10 @@ import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
 
-from pgqueue import load_settings, registered_jobs
-from pgqueue.config import ConnectionConfig, Settings, resolve_dsn
+from pgqueue import ConnectionConfig, Queue, Settings, load_settings, prepare_database, registered_jobs
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
-from pgqueue.errors import QueueConfigurationError, QueueError
-from pgqueue.queue import Queue
-from pgqueue.resources import query
-from pgqueue.storage import NOT_MIGRATED
+from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
+from pgqueue.limits import queue_name_problem
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -195,8 +193,8 @@ def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: b
         check_dsn(config.dsn)
         found = Target(settings, config, config.dsn, _source(dsn_arg, settings, config), embedded=False)
     else:
-        # resolve_dsn starts and migrates the embedded server; `pgqueue migrate` only starts it.
-        dsn = resolve_dsn(settings, announce=False) if need_schema else EmbeddedPostgres().start()
+        # prepare_database starts and migrates the embedded server; `pgqueue migrate` only starts it.
+        dsn = prepare_database(settings, announce=False) if need_schema else EmbeddedPostgres().start()
         settings = _with_dsn(settings, dsn)
         found = Target(settings, settings.connection(config.name), dsn, "embedded", embedded=True)
     if announce:
@@ -208,13 +206,21 @@ def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: b
 def preflight(found: Target, *, need_schema: bool) -> None:
     """Fail with one clear line if the server is unreachable or not migrated."""
     try:
-        with psycopg.connect(found.dsn, connect_timeout=10, autocommit=True) as conn:
-            if need_schema:
-                row = conn.execute(query("schema_check")).fetchone()
-                if not row or not row[0]:
-                    fail(f"{describe_dsn(found.dsn)}: {NOT_MIGRATED}")
+        # Reachability first, with libpq's own words; the schema check is the library's.
+        with psycopg.connect(found.dsn, connect_timeout=10, autocommit=True):
+            pass
     except psycopg.OperationalError as exc:
         fail(f"cannot connect to {describe_dsn(found.dsn)}: {one_line(exc)}")
+    if need_schema:
+        try:
+            asyncio.run(_check_schema(found))
+        except QueueStorageError as exc:
+            fail(f"{describe_dsn(found.dsn)}: {exc}")
+
+
+async def _check_schema(found: Target) -> None:
+    async with Queue(settings=found.settings, pool_size=1) as queue:
+        await queue.check_schema(found.connection.name)
 
 
 # --------------------------------------------------------------------- job modules
@@ -266,10 +272,25 @@ def configure_logging(verbose: bool = False, handler: logging.Handler | None = N
 
 
 def parse_queues(text: str | None) -> list[str] | None:
-    """``high,default`` -> ``["high", "default"]`` (None when not given)."""
+    """``high,default`` -> ``["high", "default"]`` (None when not given); each name must follow
+    the queue-name rule (:func:`pgqueue.limits.queue_name_problem`)."""
     if text is None:
         return None
     queues = [q.strip() for q in text.split(",") if q.strip()]
     if not queues:
         fail(f"--queue: expected queue names separated by commas, got {text!r}", EXIT_CONFIG)
+    for name in queues:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            fail(f"--queue: {problem}", EXIT_CONFIG)
     return queues
+
+
+def queue_name(value: str | None) -> str | None:
+    """Callback of a ``--queue QUEUE`` option: a name that breaks the queue-name rule is a usage
+    error (no job can be on such a queue)."""
+    if value is not None:
+        problem = queue_name_problem(value)
+        if problem is not None:
+            raise typer.BadParameter(problem)
+    return value

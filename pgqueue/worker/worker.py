@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -23,12 +23,10 @@ from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError,
 from pgqueue.jobs import lookup
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
+from pgqueue.store import Store
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
-
-if TYPE_CHECKING:
-    from pgqueue.queue import Queue
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -113,7 +111,7 @@ class Worker:
             worker defers to autovacuum (seconds, default 60).
     """
 
-    def __init__(self, queue: Queue, config: ConnectionConfig, pool: AsyncConnectionPool[Any], *,
+    def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
                  queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
                  drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
@@ -128,9 +126,9 @@ class Worker:
         interval = 0.0 if maintenance_interval is None else check_seconds(
             maintenance_interval, "maintenance_interval", " (None or 0: no table maintenance)")
         grace = check_seconds(vacuum_grace, "vacuum_grace")
-        self.queue = queue
         self.config = config
-        self.pool = pool
+        self.store = store
+        self.pool: AsyncConnectionPool[Any] = store.pool
         self.queues = list(dict.fromkeys(queues))
         self.concurrency = concurrency
         self.poll_interval = float(poll_interval)
@@ -155,7 +153,7 @@ class Worker:
         self.listen = listen
         # LISTEN on the database this connection's jobs are enqueued in: its own DSN when it
         # has one, else the default one.
-        self.listen_dsn = direct or config.dsn or queue.dsn
+        self.listen_dsn = direct or config.dsn or dsn
         self.stats = WorkerStats()
         if interval and config.transaction_pooler and not direct:
             # The VACUUM holds a session advisory lock, which a transaction pooler does not keep.
@@ -168,10 +166,10 @@ class Worker:
         self.maintenance: Maintenance | None = None
         if interval:
             # The VACUUM's own connection: the pool's database, or the direct one behind a pooler.
-            vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or queue.dsn
-            self.maintenance = Maintenance(pool, vacuum_dsn, interval=interval, grace=grace,
+            vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or dsn
+            self.maintenance = Maintenance(self.pool, vacuum_dsn, interval=interval, grace=grace,
                                            vacuumed=self._vacuumed)
-        self.completer = Completer(pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
+        self.completer = Completer(self.pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size)
         self._settler = _Settler(self)
         self._wakeup = asyncio.Event()
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
@@ -187,7 +185,6 @@ class Worker:
         self._stopping = False
         self._cancel_running = False
         self._running: set[asyncio.Task[bool]] = set()
-        self._reserve_params: tuple[list[str], int, float] = (self.queues, 1, self.lease)
 
     # ---------------------------------------------------------------- control
     def wake(self) -> None:
@@ -483,7 +480,7 @@ class Worker:
             await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
             return True
         try:
-            job = job_type(**envelope.args)
+            job = job_type.from_args(envelope.args)
         except Exception as exc:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r} do not fit the job: {exc}")
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,7 @@ async def wait_until(condition: Callable[[], Awaitable[bool]] | Callable[[], boo
         await asyncio.sleep(interval)
 
 
-def scalar(dsn: str, statement: str, params: Iterable[Any] | None = None) -> Any:
+def scalar(dsn: str, statement: str, params: Sequence[Any] | None = None) -> Any:
     """The first column of the first row of an ad-hoc inspection query."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(statement.encode(), params).fetchone()

@@ -147,9 +147,11 @@ def test_bad_definitions_and_settings_are_refused_by_name(tmp_path: Path) -> Non
     with pytest.raises(QueueConfigurationError, match="at least one delay"):
         class EmptyBackoff(Job, register=False):
             backoff = ()
-    base = {"retry_after": 10, "lease_margin": 1, "timeout": 1}
-    for table, words in [({"backoff": []}, "at least one delay"), ({"tries": 0}, "tries must be an integer >= 1"),
-                         ({"timeout": 9.5}, "retry_after"), ({"retry_after": math.inf}, "retry_after")]:
+    base: dict[str, object] = {"retry_after": 10, "lease_margin": 1, "timeout": 1}
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"backoff": []}, "at least one delay"), ({"tries": 0}, "tries must be an integer >= 1"),
+        ({"timeout": 9.5}, "retry_after"), ({"retry_after": math.inf}, "retry_after")]
+    for table, words in cases:
         folder = tmp_path / uuid.uuid4().hex
         folder.mkdir()
         path = folder / "pyproject.toml"

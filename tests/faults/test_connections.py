@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import Queue, Worker
 from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.store import Store
 from tests.faults.fault_jobs import LedgerJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, fault_settings, scalar, wait_until
 from tests.faults.ledger import check_ledger, install_ledger
@@ -155,7 +156,8 @@ async def test_pool_exhaustion_backs_off_and_continues(in_process_ledger: str, p
         dsn, min_size=2, max_size=2, timeout=0.3, open=False, kwargs={"autocommit": True})
     await pool.open(wait=True)
     try:
-        worker = Worker(producer, config, pool, queues=["default"], concurrency=8, listen=False, poll_interval=0.2)
+        worker = Worker(config, Store(pool), dsn=producer.dsn, queues=["default"], concurrency=8, listen=False,
+                        poll_interval=0.2)
         await dispatch(producer, [LedgerJob(n=i, work=0.005) for i in range(total)])
         caplog.set_level(logging.WARNING, logger="pgqueue")
         task = asyncio.create_task(worker.run(stop_when_empty=True))

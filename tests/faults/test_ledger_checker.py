@@ -12,7 +12,7 @@ from tests.faults.ledger import check_ledger
 from tests.helpers import envelope
 
 
-def run_once(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[object, int]:
+def run_once(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[object, object]:
     """Dispatch, reserve, record a handler run and acknowledge one job; returns (id, token)."""
     job_id = conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope("checker")),)).fetchone()[0]  # type: ignore[index]
     token, attempts = conn.execute("select token, attempts from pgqueue.reserve(array['checker'], 1, 30)").fetchone()  # type: ignore[misc]

@@ -45,7 +45,7 @@ async def test_job_names_in_payloads_never_import_or_run_code(in_process_ledger:
     assert not marker.exists()
     assert [m for m in modules if m in sys.modules] == []
     with psycopg.connect(dsn) as conn:
-        reasons = dict(conn.execute("select job_id, reason from pgqueue.failed_jobs").fetchall())
+        reasons: dict[object, object] = dict(conn.execute("select job_id, reason from pgqueue.failed_jobs").fetchall())
     assert [reasons[i] for i in hostile] == ["unknown_job"] * len(names)
     report = check_ledger(dsn)
     assert (report.completed, report.failed) == (10, len(names))

@@ -48,8 +48,10 @@ class QueueMachine(RuleBasedStateMachine):
         super().__init__()
         self.conn.execute("truncate pgqueue.jobs, pgqueue.failed_jobs")
         self.jobs: dict[uuid.UUID, ModelJob] = {}
-        self.highest_token = int(self.conn.execute(
-            "select coalesce((select last_value from pgqueue.lease_token_seq where is_called), 0)").fetchone()[0])
+        row = self.conn.execute(
+            "select coalesce((select last_value from pgqueue.lease_token_seq where is_called), 0)").fetchone()
+        assert row is not None
+        self.highest_token = int(row[0])
 
     # ------------------------------------------------------------------ helpers
     def held(self) -> list[ModelJob]:

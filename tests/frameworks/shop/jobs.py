@@ -14,7 +14,7 @@ def _mark_sent(order_id: int) -> int:
     # the job drops a connection Django would not reuse.
     close_old_connections()
     try:
-        return Order.objects.filter(id=order_id).update(receipt_sent=True)
+        return int(Order.objects.filter(id=order_id).update(receipt_sent=True))
     finally:
         close_old_connections()
 

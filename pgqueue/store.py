@@ -1,0 +1,395 @@
+"""The store: one typed Python door per SQL statement pgqueue runs.
+
+Every statement lives in ``sql/queries`` (most call a stored function of ``sql/functions``);
+the store is the only module that reads them with :func:`pgqueue.resources.query`. It
+also decides what a database error means (:mod:`pgqueue.storage`): methods used by people
+(dispatch, failed jobs, statistics) raise :class:`~pgqueue.QueueError` subclasses naming
+what was being done; methods on the worker's hot path (reserve, ack, release, fail,
+extend, next due) let psycopg errors through, because the worker decides per SQLSTATE
+whether to retry (:func:`pgqueue.storage.is_transient`).
+
+A :class:`Store` works on one connection pool (one database). Dispatching inside the
+caller's own transaction needs no store: :meth:`Store.enqueue_on` and friends run on the
+connection or session the caller passes (see :mod:`pgqueue.dispatch`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from pgqueue.dispatch import async_driver_connection, sync_driver_connection
+from pgqueue.errors import QueueStorageError
+from pgqueue.resources import query
+from pgqueue.storage import NOT_MIGRATED, storage_errors
+
+
+@dataclass(slots=True)
+class Reservation:
+    """One job handed to a worker by ``pgqueue.reserve``: the row as the database granted it.
+
+    ``envelope`` is the stored envelope as psycopg parsed it from jsonb (not yet decoded or
+    validated: a worker decodes it with :meth:`pgqueue.Envelope.decode`).
+    """
+
+    id: uuid.UUID
+    token: int
+    attempts: int
+    max_tries: int
+    lease_seconds_left: float
+    queue: str
+    envelope: Any
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
+
+    queue: str
+    ready: int
+    delayed: int
+    reserved: int
+    expired: int
+    failed: int
+    oldest_ready_age: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatistics:
+    """One row of ``sql/queries/maintenance_check.sql``: what the statistics say about ``pgqueue.jobs``."""
+
+    dead_tuples: int
+    live_tuples: int
+    since_vacuum: float | None
+    autovacuum_applies: bool
+    threshold: int
+    may_vacuum: bool
+    role: str
+
+
+def _first(row: Sequence[Any] | None) -> Any:
+    return None if row is None else row[0]
+
+
+class Store:
+    """Typed access to pgqueue's tables through one connection pool (autocommit connections)."""
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The connection pool this store runs its statements on."""
+        return self._pool
+
+    # ------------------------------------------------------------------ dispatch
+    async def enqueue(self, envelope: str, delay: float, *, what: str = "dispatching a job") -> None:
+        """Store one envelope (JSON text), ready after ``delay`` seconds, in a transaction of its own."""
+        with storage_errors(what):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("enqueue"), (envelope, delay))
+
+    async def enqueue_many(self, envelopes: str, delays: list[float] | None, *,
+                           what: str = "dispatching jobs") -> None:
+        """Store many envelopes (one JSON array) in one statement; ``delays``: None (all ready) or one per job."""
+        with storage_errors(what):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("enqueue_many"), (envelopes, delays))
+
+    @staticmethod
+    async def enqueue_on(conn: Any, envelope: str, delay: float, *, what: str = "dispatching a job") -> None:
+        """:meth:`enqueue` on the caller's connection or session, inside its transaction (no commit)."""
+        with storage_errors(what):
+            await _execute_on(conn, query("enqueue"), (envelope, delay))
+
+    @staticmethod
+    async def enqueue_many_on(conn: Any, envelopes: str, delays: list[float] | None, *,
+                              what: str = "dispatching jobs") -> None:
+        """:meth:`enqueue_many` on the caller's connection or session, inside its transaction."""
+        with storage_errors(what):
+            await _execute_on(conn, query("enqueue_many"), (envelopes, delays))
+
+    @staticmethod
+    def enqueue_on_sync(conn: Any, envelope: str, delay: float, *, what: str = "dispatching a job") -> None:
+        """:meth:`enqueue_on` for a synchronous connection or session."""
+        with storage_errors(what):
+            sync_driver_connection(conn).execute(query("enqueue"), (envelope, delay))
+
+    @staticmethod
+    def enqueue_many_on_sync(conn: Any, envelopes: str, delays: list[float] | None, *,
+                             what: str = "dispatching jobs") -> None:
+        """:meth:`enqueue_many_on` for a synchronous connection or session."""
+        with storage_errors(what):
+            sync_driver_connection(conn).execute(query("enqueue_many"), (envelopes, delays))
+
+    # --------------------------------------------------------------- the worker
+    # These let psycopg errors through: the worker tells transient faults from the rest.
+    async def reserve(self, queues: list[str], limit: int, lease: float, *,
+                      acks: tuple[list[uuid.UUID], list[int]] | None = None,
+                      ) -> tuple[list[Reservation], list[uuid.UUID]]:
+        """Reserve up to ``limit`` jobs of ``queues`` (in that order) for ``lease`` seconds.
+
+        ``acks`` (job ids, tokens) are acknowledged in the same transaction, in one round
+        trip (pipeline mode) and one commit. Returns the reservations and the ids of the
+        acks the fence refused (their lease was lost). If the call raises, neither
+        happened; the caller keeps the acks to send again.
+        """
+        if not acks or not acks[0]:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("reserve"), (queues, limit, lease))
+                rows = await cur.fetchall()
+            return [Reservation(*row) for row in rows], []
+        async with self._pool.connection() as conn:
+            async with conn.pipeline(), conn.transaction():
+                acked = await conn.execute(query("ack"), acks)
+                cur = await conn.execute(query("reserve"), (queues, limit, lease))
+            refused = await acked.fetchall()
+            rows = await cur.fetchall()
+        return [Reservation(*row) for row in rows], [row[0] for row in refused]
+
+    async def ack(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
+        """Delete finished jobs (fenced by their tokens); returns the ids the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("ack"), (ids, tokens))
+            refused = await cur.fetchall()
+        return [row[0] for row in refused]
+
+    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
+        """Put a reserved job back, available after ``delay`` seconds; False if the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("release"), (job_id, token, delay))
+            return bool(_first(await cur.fetchone()))
+
+    async def release_unstarted(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
+        """Hand back reservations that never ran (the attempt does not count); returns the ids released."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("release_unstarted"), (ids, tokens))
+            rows = await cur.fetchall()
+        return [job_id for job_id, released in rows if released]
+
+    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+                   traceback: str | None, reason: str) -> bool:
+        """Move a reserved job to failed_jobs (one transaction); False if the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("fail"), (job_id, token, exception, message, traceback, reason))
+            return bool(_first(await cur.fetchone()))
+
+    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
+        """Renew a lease to end ``seconds`` from now; the seconds left, or None if the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("extend"), (job_id, token, seconds))
+            left = _first(await cur.fetchone())
+        return None if left is None else float(left)
+
+    async def next_due(self, queues: list[str]) -> float | None:
+        """Seconds until the next job of ``queues`` is due (<= 0: due now), or None if none is waiting."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("next_due"), (queues,))
+            due = _first(await cur.fetchone())
+        return None if due is None else float(due)
+
+    async def record_failure(self, envelope: str, attempts: int, exception: str | None, message: str,
+                             traceback: str | None, reason: str) -> uuid.UUID:
+        """Record a failure of a job that has no row in pgqueue.jobs (the sync driver); returns its id."""
+        with storage_errors("recording a failed job"):
+            async with self._pool.connection() as conn:
+                failure_id = await record_failure_on(conn, envelope, attempts, exception, message, traceback,
+                                                     reason)
+        return failure_id
+
+    # ------------------------------------------------------------- failed jobs
+    async def failed_list(self, queue: str | None, before: datetime | None, limit: int) -> list[dict[str, Any]]:
+        """Failure rows (columns of pgqueue.failed_jobs) newest first, older than ``before`` if given."""
+        with storage_errors("listing failed jobs"):
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(query("failed_list"), {"queue": queue, "before": before, "limit": limit})
+                rows: list[dict[str, Any]] = await cur.fetchall()
+        return rows
+
+    async def failed_find(self, failure_id: uuid.UUID | str) -> dict[str, Any] | None:
+        """The failure row with this id, or None."""
+        with storage_errors(f"finding failed job {failure_id}"):
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(query("failed_find"), (str(failure_id),))
+                row: dict[str, Any] | None = await cur.fetchone()
+        return row
+
+    async def failed_count(self, queue: str | None) -> int:
+        """How many failures are recorded (of one queue, or all)."""
+        with storage_errors("counting failed jobs"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("failed_count"), (queue, queue))
+                count = _first(await cur.fetchone())
+        return int(count or 0)
+
+    async def forget_failed(self, failure_id: uuid.UUID | str) -> bool:
+        """Delete one failure record; False if there was none."""
+        with storage_errors(f"forgetting failed job {failure_id}"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("forget_failed"), (str(failure_id),))
+                return bool(_first(await cur.fetchone()))
+
+    async def flush_failed(self, queue: str | None, older_than: str | None) -> int:
+        """Delete failure records (of one queue, or all; ``older_than`` an interval text); returns how many."""
+        with storage_errors("flushing failed jobs"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("flush_failed"), (queue, older_than))
+                count = _first(await cur.fetchone())
+        return int(count or 0)
+
+    async def retry_failed(self, failure_id: uuid.UUID) -> uuid.UUID:
+        """Put a failed job back (same id and envelope, attempts reset); returns the job id.
+
+        Raises :class:`~pgqueue.QueueRetryError` for an unknown failure id or a passed deadline.
+        """
+        with storage_errors(f"retrying failed job {failure_id}"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("retry_failed"), (str(failure_id),))
+                job_id = _first(await cur.fetchone())
+        return uuid.UUID(str(job_id))
+
+    async def retry_failed_all(self, queue: str | None) -> int:
+        """Retry every failure (of one queue, or all) still within its deadline; returns how many."""
+        with storage_errors("retrying failed jobs"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("retry_failed_all"), (queue,))
+                count = _first(await cur.fetchone())
+        return int(count or 0)
+
+    # -------------------------------------------------------------- operations
+    async def queue_stats(self) -> list[QueueStats]:
+        """Per-queue counts from the ``pgqueue.queue_stats`` view, by queue name."""
+        with storage_errors("reading queue statistics"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("queue_stats"))
+                rows = await cur.fetchall()
+        return [QueueStats(*row) for row in rows]
+
+    async def clear(self, queue: str) -> int:
+        """Remove the ready, delayed and reserved jobs of a queue; returns how many."""
+        with storage_errors("clearing a queue"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("clear"), (queue,))
+                count = _first(await cur.fetchone())
+        return int(count or 0)
+
+    async def listening_workers(self) -> int:
+        """How many other sessions of this database LISTEN on pgqueue's channels (running workers)."""
+        with storage_errors("counting listening workers"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("listening_workers"))
+                count = _first(await cur.fetchone())
+        return int(count or 0)
+
+    async def schema_present(self) -> bool:
+        """Whether the database has pgqueue's schema at a version this library can use."""
+        with storage_errors("checking the pgqueue schema"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("schema_check"))
+                return bool(_first(await cur.fetchone()))
+
+    async def check_schema(self) -> None:
+        """Raise :class:`~pgqueue.QueueStorageError` saying "run pgqueue migrate" if the schema is missing."""
+        if not await self.schema_present():
+            raise QueueStorageError(NOT_MIGRATED)
+
+    # ------------------------------------------------------------ maintenance
+    async def table_statistics(self) -> TableStatistics | None:
+        """The statistics of ``pgqueue.jobs`` (None: the table does not exist)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("maintenance_check"))
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        dead, live, since, applies, threshold, may_vacuum, role = row
+        return TableStatistics(int(dead), int(live), None if since is None else float(since), bool(applies),
+                               int(threshold), bool(may_vacuum), str(role))
+
+
+# Statements that must run on a dedicated session (a session advisory lock, VACUUM outside a
+# transaction, LISTEN) rather than on a pooled connection: they take the connection.
+async def try_vacuum_lock(conn: psycopg.AsyncConnection[Any], key: int) -> bool:
+    """Take the session advisory lock ``key`` if free (``maintenance_lock``); False if another session has it."""
+    cur = await conn.execute(query("maintenance_lock"), (key,))
+    return bool(_first(await cur.fetchone()))
+
+
+async def vacuum_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
+    """``VACUUM (SKIP_LOCKED) pgqueue.jobs`` on an autocommit connection."""
+    await conn.execute(query("maintenance_vacuum"))
+
+
+async def vacuum_unlock(conn: psycopg.AsyncConnection[Any], key: int) -> None:
+    """Release the session advisory lock taken by :func:`try_vacuum_lock`."""
+    await conn.execute(query("maintenance_unlock"), (key,))
+
+
+async def listen(conn: psycopg.AsyncConnection[Any]) -> None:
+    """LISTEN on pgqueue's channels (``pgqueue``: ready jobs, ``pgqueue_delayed``: delayed ones)."""
+    await conn.execute(query("listen"))
+
+
+async def record_failure_on(conn: psycopg.AsyncConnection[Any], envelope: str, attempts: int,
+                            exception: str | None, message: str, traceback: str | None,
+                            reason: str) -> uuid.UUID:
+    """:meth:`Store.record_failure` on a given connection (the sync driver's own event loop has no pool)."""
+    cur = await conn.execute(query("record_failure"), (envelope, attempts, exception, message, traceback, reason))
+    return uuid.UUID(str(_first(await cur.fetchone())))
+
+
+# pgqueue.migrate's bookkeeping when pgqueue's branch lives in the application's alembic tree.
+# Synchronous, like alembic; ``conn`` is a psycopg Connection or the SQLAlchemy Connection alembic
+# runs on (the statement joins its transaction). Reads of a table that may not exist run in a
+# transaction (a savepoint inside the caller's) so that its absence aborts nothing.
+def _versions(conn: Any, statement: bytes, params: dict[str, Any] | None = None) -> list[str]:
+    driver = sync_driver_connection(conn)
+    try:
+        with driver.transaction():
+            return [str(row[0]) for row in driver.execute(statement, params)]
+    except pg_errors.UndefinedTable:
+        return []
+
+
+def alembic_own_versions(conn: Any) -> list[str]:
+    """The revisions in pgqueue's own alembic table (``pgqueue_alembic_version``); [] when it does not exist."""
+    return _versions(conn, query("alembic_own_versions"))
+
+
+def alembic_user_versions(conn: Any, revisions: list[str]) -> list[str]:
+    """Which of pgqueue's ``revisions`` the application's ``alembic_version`` records; [] when it has none."""
+    return _versions(conn, query("alembic_user_versions"), {"revisions": revisions})
+
+
+def alembic_user_versions_delete(conn: Any, old: list[str]) -> None:
+    """Remove pgqueue's ``old`` revisions from the application's ``alembic_version``, in the caller's transaction."""
+    sync_driver_connection(conn).execute(query("alembic_user_versions_delete"), {"old": old})
+
+
+def alembic_user_versions_insert(conn: Any, new: list[str]) -> None:
+    """Record pgqueue's ``new`` revisions in the application's ``alembic_version``, in the caller's transaction."""
+    sync_driver_connection(conn).execute(query("alembic_user_versions_insert"), {"new": new})
+
+
+def alembic_own_versions_drop(conn: Any) -> None:
+    """Drop pgqueue's own alembic table, in the caller's transaction (its rows moved to the application's)."""
+    sync_driver_connection(conn).execute(query("alembic_own_versions_drop"))
+
+
+async def _execute_on(conn: Any, statement: bytes, params: tuple[Any, ...]) -> None:
+    driver = await async_driver_connection(conn)
+    if isinstance(driver, psycopg.AsyncConnection):
+        await driver.execute(statement, params)
+    else:
+        driver.execute(statement, params)

@@ -1,0 +1,183 @@
+"""The shape of the code, checked: no import cycle in pgqueue/, one door to the SQL, a CLI on the public API.
+
+The import checks read the source with ``ast`` (nothing is imported or run), so a cycle kept alive by an
+import inside a function counts as much as one at module level. Imports under
+``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+from pgqueue import load_settings, prepare_database
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "pgqueue"
+CLI = ROOT / "cli" / "pgqueue_cli"
+
+# What the CLI (and any other client: the dashboard, user code) may import from pgqueue.
+PUBLIC_MODULES = {"pgqueue", "pgqueue.migrate", "pgqueue.embedded", "pgqueue.errors", "pgqueue.limits"}
+
+
+def module_name(path: Path, root: Path, package: str) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([package, *parts])
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
+
+
+def imported_modules(path: Path, known: set[str]) -> Iterator[str]:
+    """Every pgqueue module ``path`` imports at run time (module level or inside functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if _type_checking_block(node):
+            for inner in ast.walk(node):
+                skipped.add(id(inner))
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "pgqueue":
+                    yield alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "pgqueue":
+                continue
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                yield candidate if candidate in known else node.module
+
+
+def library_graph() -> dict[str, set[str]]:
+    files = {module_name(p, LIBRARY, "pgqueue"): p for p in LIBRARY.rglob("*.py")}
+    known = set(files)
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = set()
+        for target in imported_modules(path, known):
+            # `from pgqueue import x` where x is a name re-exported by the package __init__.
+            targets.add(target if target in known else "pgqueue")
+        # A package's __init__ importing its own submodules is how a package is built, not a cycle.
+        graph[name] = {t for t in targets if t != name and not (name == "pgqueue" or t.startswith(name + "."))}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_library_has_no_import_cycle() -> None:
+    # The package __init__ re-exports the public API, so every module reachable from it is
+    # left out as an *importer of* "pgqueue"; a module importing the package itself would cycle.
+    graph = library_graph()
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# Phase 2 of issue 12 moves the worker onto the store (the store already has the methods it
+# will call: reserve, ack, release, release_unstarted, fail, extend, next_due,
+# table_statistics, the vacuum lock, listen); until then these still read query() themselves.
+WORKER_PHASE_2 = {LIBRARY / "worker" / name for name in ("worker.py", "notifier.py", "maintenance.py",
+                                                          "completer.py")}
+
+
+def test_only_the_store_runs_named_statements() -> None:
+    allowed = {LIBRARY / "store.py", LIBRARY / "resources.py", *WORKER_PHASE_2}
+    offenders = []
+    for path in [*LIBRARY.rglob("*.py"), *CLI.rglob("*.py")]:
+        if path in allowed:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "pgqueue.resources" \
+                    and any(alias.name == "query" for alias in node.names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"modules outside pgqueue/store.py import query(): {offenders}"
+
+
+def test_the_cli_imports_only_the_public_api() -> None:
+    offenders = []
+    for path in CLI.rglob("*.py"):
+        for target in imported_modules(path, PUBLIC_MODULES):
+            if target not in PUBLIC_MODULES:
+                offenders.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not offenders, f"the CLI imports private pgqueue modules: {offenders}"
+
+
+def test_imports_inside_functions_stay_visible_to_the_linter() -> None:
+    # An import inside a function is how a cycle hides; ruff's PLC0415 reports it in the
+    # library and the CLI, where a deliberate one carries a noqa comment for that rule and its reason.
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
+    assert "PLC0415" not in lint.get("ignore", [])
+    for pattern, rules in lint.get("per-file-ignores", {}).items():
+        if "PLC0415" in rules:
+            assert pattern.split("/")[0] in ("tests", "benchmarks"), pattern
+
+
+def test_the_worker_does_not_need_the_client() -> None:
+    # Not even for type checking: a worker is given its connection's settings, store and DSN.
+    offenders = []
+    for path in (LIBRARY / "worker").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in ("pgqueue.queue", "pgqueue"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"the worker imports the client: {offenders}"
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_settings_resolve_without_side_effects() -> None:
+    # Reading settings must not be able to start the embedded server or run migrations:
+    # that is pgqueue.startup's explicit step, used by Queue.open and the CLI.
+    assert not {"pgqueue.embedded", "pgqueue.migrate", "pgqueue.startup"} & reachable(library_graph(), "pgqueue.config")
+
+
+def test_prepare_database_returns_a_configured_dsn_as_it_is(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "pyproject.toml", dsn="postgresql://nowhere.invalid/app", environ={})
+    assert prepare_database(settings) == "postgresql://nowhere.invalid/app"
