@@ -231,7 +231,7 @@ async def environment(admin_dsn: str) -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "cpu": cpu_model,
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "versions": {p: _version(p) for p in ("pgqueue", "procrastinate", "pgqueuer", "psycopg", "psycopg-pool",
+        "versions": {p: _version(p) for p in ("pgqueue-py", "procrastinate", "pgqueuer", "psycopg", "psycopg-pool",
                                                "psycopg-binary", "matplotlib")},
         "pgqueue_revision": git_revision(),
         "postgresql": pg,

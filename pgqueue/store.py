@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -509,6 +510,44 @@ async def record_failure_on(conn: psycopg.AsyncConnection[Any], envelope: str, a
     """:meth:`Store.record_failure` on a given connection (the sync driver's own event loop has no pool)."""
     cur = await conn.execute(query("record_failure"), (envelope, attempts, exception, message, traceback, reason))
     return uuid.UUID(str(_first(await cur.fetchone())))
+
+
+# pgqueue.migrate's bookkeeping when pgqueue's branch lives in the application's alembic tree.
+# Synchronous, like alembic; ``conn`` is a psycopg Connection or the SQLAlchemy Connection alembic
+# runs on (the statement joins its transaction). Reads of a table that may not exist run in a
+# transaction (a savepoint inside the caller's) so that its absence aborts nothing.
+def _versions(conn: Any, statement: bytes, params: dict[str, Any] | None = None) -> list[str]:
+    driver = sync_driver_connection(conn)
+    try:
+        with driver.transaction():
+            return [str(row[0]) for row in driver.execute(statement, params)]
+    except pg_errors.UndefinedTable:
+        return []
+
+
+def alembic_own_versions(conn: Any) -> list[str]:
+    """The revisions in pgqueue's own alembic table (``pgqueue_alembic_version``); [] when it does not exist."""
+    return _versions(conn, query("alembic_own_versions"))
+
+
+def alembic_user_versions(conn: Any, revisions: list[str]) -> list[str]:
+    """Which of pgqueue's ``revisions`` the application's ``alembic_version`` records; [] when it has none."""
+    return _versions(conn, query("alembic_user_versions"), {"revisions": revisions})
+
+
+def alembic_user_versions_delete(conn: Any, old: list[str]) -> None:
+    """Remove pgqueue's ``old`` revisions from the application's ``alembic_version``, in the caller's transaction."""
+    sync_driver_connection(conn).execute(query("alembic_user_versions_delete"), {"old": old})
+
+
+def alembic_user_versions_insert(conn: Any, new: list[str]) -> None:
+    """Record pgqueue's ``new`` revisions in the application's ``alembic_version``, in the caller's transaction."""
+    sync_driver_connection(conn).execute(query("alembic_user_versions_insert"), {"new": new})
+
+
+def alembic_own_versions_drop(conn: Any) -> None:
+    """Drop pgqueue's own alembic table, in the caller's transaction (its rows moved to the application's)."""
+    sync_driver_connection(conn).execute(query("alembic_own_versions_drop"))
 
 
 async def _execute_on(conn: Any, statement: bytes, params: tuple[Any, ...]) -> None:

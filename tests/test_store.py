@@ -17,7 +17,21 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import QueueRetryError, QueueStorageError
-from pgqueue.store import QueueStats, Reservation, Store, listen, try_vacuum_lock, vacuum_jobs, vacuum_unlock
+from pgqueue.migrate import revisions
+from pgqueue.store import (
+    QueueStats,
+    Reservation,
+    Store,
+    alembic_own_versions,
+    alembic_own_versions_drop,
+    alembic_user_versions,
+    alembic_user_versions_delete,
+    alembic_user_versions_insert,
+    listen,
+    try_vacuum_lock,
+    vacuum_jobs,
+    vacuum_unlock,
+)
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -195,3 +209,34 @@ async def test_an_unmigrated_database_is_named_with_what_to_do(unmigrated_store:
     with pytest.raises(QueueStorageError, match=r"^dispatching job 'x': .*pgqueue migrate"):
         await unmigrated_store.enqueue(envelope(), 0.0, what="dispatching job 'x'")
     assert await unmigrated_store.table_statistics() is None
+
+
+def test_a_missing_alembic_table_reads_as_no_revisions_without_aborting_the_callers_transaction(
+        empty_dsn: str) -> None:
+    # pgqueue migrate probes both alembic tables on databases that may have neither.
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("create table kept (id int)")
+        assert alembic_user_versions(conn, revisions()) == []
+        assert alembic_own_versions(conn) == []
+        conn.execute("insert into kept values (1)")  # the transaction is still usable
+        conn.commit()
+        assert conn.execute("select id from kept").fetchall() == [(1,)]
+
+
+def test_pgqueue_revisions_move_between_the_alembic_tables_in_one_transaction(dsn: str) -> None:
+    head = revisions()[-1]
+    with psycopg.connect(dsn) as conn:
+        conn.execute("create table alembic_version (version_num varchar(32) primary key)")
+        conn.execute("insert into alembic_version values ('app0001')")
+        conn.commit()
+        assert alembic_own_versions(conn) == [head]  # `pgqueue migrate` recorded it in its own table
+        assert alembic_user_versions(conn, revisions()) == []  # the application's revision is not pgqueue's
+        alembic_user_versions_insert(conn, [head])
+        alembic_own_versions_drop(conn)
+        assert alembic_user_versions(conn, revisions()) == [head]
+        assert alembic_own_versions(conn) == []
+        conn.rollback()  # nothing committed: both tables as they were
+        assert alembic_own_versions(conn) == [head]
+        alembic_user_versions_insert(conn, [head])
+        alembic_user_versions_delete(conn, [head])
+        assert conn.execute("select version_num from alembic_version").fetchall() == [("app0001",)]

@@ -26,7 +26,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
-from pgqueue_cli import render
+from pgqueue_cli import render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -170,6 +170,10 @@ def queue_work(
         help="How often to check whether pgqueue.jobs needs a VACUUM that autovacuum is not doing, in "
              "seconds (0: never).")] = 2.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
+    processes: Annotated[int, typer.Option(
+        "--processes", min=1,
+        help="Worker processes run by a supervisor that restarts them (1: this process is the worker). "
+             "--concurrency and --max-jobs apply to each.")] = 1,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -180,6 +184,10 @@ def queue_work(
     SIGINT or SIGTERM stops it gracefully (no new reservations; running handlers finish
     within --drain-timeout; exit 0); a second signal cancels them. Exit 2 on a
     configuration error.
+
+    With --processes N, a supervisor runs N such workers: it restarts one that dies
+    (with backoff), forwards SIGINT/SIGTERM to all, and exits 1 if one keeps dying
+    right after it starts.
     """
     configure_logging(verbose)
     for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
@@ -197,6 +205,10 @@ def queue_work(
         fail("no jobs are registered, so every job would fail as `unknown_job`: pass the module that defines "
              "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
     found = target(dsn, connection, announce=False)
+    if processes > 1:  # checked above in one process, so a configuration error is reported once
+        code = asyncio.run(supervisor.Supervisor(supervisor.worker_command(sys.argv[1:]), processes).run())
+        raise typer.Exit(code)
+    supervisor.follow_supervisor()
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
                            drain_timeout=drain_timeout, listen=listen,
@@ -541,7 +553,7 @@ def demo_command(dsn: Dsn = None, debug: Debug = False) -> None:
         raise typer.Exit(EXIT_FAILURE)
 
 
-app.command("dashboard", short_help="Serve the web dashboard (pgqueue[dashboard]).")(dashboard_command)
+app.command("dashboard", short_help="Serve the web dashboard (pgqueue-py[dashboard]).")(dashboard_command)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``pgqueue dashboard``: serve the web dashboard (the ``pgqueue[dashboard]`` extra)."""
+"""``pgqueue dashboard``: serve the web dashboard (the ``pgqueue-py[dashboard]`` extra)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def dashboard_command(
     """Serve the web dashboard: queues, failed jobs (retry, forget, flush), jobs and workers.
 
     Binds 127.0.0.1:8080 by default. A non-local --host is refused unless --auth (or
-    PGQUEUE_DASHBOARD_AUTH) sets a user and password. Needs `pip install pgqueue[dashboard]`.
+    PGQUEUE_DASHBOARD_AUTH) sets a user and password. Needs `pip install pgqueue-py[dashboard]`.
     """
     credentials = parse_auth(auth)
     try:
@@ -58,7 +58,7 @@ def dashboard_command(
 
         from pgqueue.dashboard import check_bind, create_app  # noqa: PLC0415
     except ImportError as exc:
-        fail(f"the dashboard needs its extra: pip install 'pgqueue[dashboard]' ({exc})", EXIT_CONFIG)
+        fail(f"the dashboard needs its extra: pip install 'pgqueue-py[dashboard]' ({exc})", EXIT_CONFIG)
     try:
         check_bind(host, credentials)
     except ValueError as exc:

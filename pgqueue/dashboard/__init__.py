@@ -1,4 +1,4 @@
-"""The pgqueue web dashboard (``pip install pgqueue[dashboard]``): see and operate every queue.
+"""The pgqueue web dashboard (``pip install pgqueue-py[dashboard]``): see and operate every queue.
 
 Serve it with ``pgqueue dashboard`` or mount it into your own ASGI app::
 
