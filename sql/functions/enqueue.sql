@@ -1,6 +1,9 @@
 -- pgqueue.enqueue(envelope, delay_seconds) -> job id
 -- Inserts one job from its envelope. The envelope is the single source of the job's
 -- columns: id, queue, priority, tries and retry_until (epoch seconds or null).
+-- An envelope pgqueue.envelope_problem() objects to (not an object, no valid id, a bad queue
+-- name, tries or priority, args nested deeper than 64 levels) is refused with that problem
+-- (SQLSTATE 22023); so is a delay outside 0 .. 315360000 seconds (10 years).
 -- A job that is available now sends pg_notify('pgqueue', queue); PostgreSQL folds identical
 -- notifications of one transaction into one, so enqueueing many jobs into one queue in a
 -- transaction wakes workers once. A delayed job wakes nobody on that channel: it sends
@@ -10,15 +13,22 @@
 create or replace function pgqueue.enqueue(p_envelope jsonb, p_delay_seconds double precision default 0)
 returns uuid
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_id uuid;
     v_queue text := p_envelope->>'queue';
+    v_problem text;
 begin
-    if p_delay_seconds is null or p_delay_seconds = 'NaN'::double precision or p_delay_seconds < 0
-       or p_delay_seconds = 'Infinity'::double precision then
-        raise exception 'pgqueue.enqueue: delay must be a finite number of seconds >= 0, got %', p_delay_seconds
+    -- NaN sorts above every number in PostgreSQL, so the upper bound refuses it too.
+    if p_delay_seconds is null or not (p_delay_seconds >= 0 and p_delay_seconds <= 315360000) then
+        raise exception 'pgqueue.enqueue: delay must be a finite number of seconds from 0 to 315360000 (10 years), got %',
+                        p_delay_seconds
             using errcode = '22023';
+    end if;
+    v_problem := pgqueue.envelope_problem(p_envelope);
+    if v_problem is not null then
+        raise exception 'pgqueue.enqueue: %', v_problem using errcode = '22023';
     end if;
     insert into pgqueue.jobs (id, queue, priority, envelope, max_tries, retry_until, available_at)
     values ((p_envelope->>'id')::uuid,
