@@ -237,7 +237,7 @@ GOOD_VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("upper-case id without hyphens", {**envelope(), "id": uuid.uuid4().hex.upper()}),
     ("id in braces", {**envelope(), "id": "{" + str(uuid.uuid4()) + "}"}),
     ("tries at the integer bound", {**envelope(), "tries": 2**31 - 1}),
-    ("queue with inner spaces and unicode", envelope("reports daily – 日本")),
+    ("queue with inner spaces and unicode", envelope("reports daily \u2013 日本")),
 ]
 
 
