@@ -373,3 +373,22 @@ def test_a_frozen_file_changed_after_shipping_is_refused() -> None:
     assert frozen_text(path, checksum(sql_file(path))) == sql_file(path)
     with pytest.raises(FrozenFileChangedError, match=r"sql/revisions/0001/functions/enqueue.sql was changed"):
         frozen_text(path, "0" * 64)
+
+
+def test_0002_stops_on_jobs_no_worker_can_serve_and_changes_nothing(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # 0001 accepted these queue names
+        stuck = [enqueue(conn, envelope("reports,daily")), enqueue(conn, envelope(" padded"))]
+    before = schema_snapshot(empty_dsn)
+    with pytest.raises(psycopg.errors.CheckViolation,
+                       match=r"2 job\(s\) in pgqueue.jobs have a queue name no worker can serve") as caught:
+        migrate.upgrade(empty_dsn)
+    assert "then migrate again" in (caught.value.diag.message_hint or "")
+    assert _version(empty_dsn) == ["pgqueue_0001"] and schema_snapshot(empty_dsn) == before
+    # Following the hint: move the jobs to a valid queue, then the upgrade goes through.
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(b"""update pgqueue.jobs set queue = 'fixed',
+                                              envelope = jsonb_set(envelope, '{queue}', '"fixed"')""")
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert sorted(r["id"] for r in reserve(conn, ["fixed"], 5)) == sorted(stuck)
