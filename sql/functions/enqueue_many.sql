@@ -56,15 +56,15 @@ begin
     where case
         when jsonb_typeof(e.value) is distinct from 'object' then false
         when jsonb_typeof(e.value->'id') is distinct from 'string'
-             or (e.value->>'id') !~ '^\{?[0-9a-fA-F]{4}(-?[0-9a-fA-F]{4}){7}\}?$' then false
+             or (e.value->>'id') !~ '^[-{}0-9a-fA-F]+$' or length(e.value->>'id') not between 32 and 38 then false
         when jsonb_typeof(e.value->'queue') is distinct from 'string'
              or length(e.value->>'queue') not between 1 and 200
              or (e.value->>'queue') !~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$' then false
         when jsonb_typeof(e.value->'tries') is distinct from 'number'
-             or (e.value->>'tries') !~ '^-?[0-9]{1,10}$' then false
+             or (e.value->>'tries') !~ '^-?[0-9]+$' or length(e.value->>'tries') > 11 then false
         when (e.value->>'tries')::bigint not between -2147483648 and 2147483647 then false
         when coalesce(jsonb_typeof(e.value->'priority'), 'null') = 'null' then true
-        when jsonb_typeof(e.value->'priority') <> 'number' or (e.value->>'priority') !~ '^-?[0-9]{1,5}$' then false
+        when jsonb_typeof(e.value->'priority') <> 'number' or (e.value->>'priority') !~ '^-?[0-9]+$' or length(e.value->>'priority') > 6 then false
         when (e.value->>'priority')::integer not between -32768 and 32767 then false
         else true end
       and case
