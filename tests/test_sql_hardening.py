@@ -198,32 +198,46 @@ def test_enqueue_and_enqueue_many_refuse_a_bad_queue_name_by_name(conn: Conn, qu
 # --------------------------------------------------------------------- malformed envelopes
 
 _GOOD = envelope()
-BAD_ENVELOPES: list[tuple[str, Any, str]] = [
-    ("array", [_GOOD], "the envelope must be a JSON object, got array"),
-    ("string", "x", "the envelope must be a JSON object, got string"),
-    ("json null", None, "the envelope must be a JSON object, got null"),
-    ("no id", {k: v for k, v in _GOOD.items() if k != "id"}, 'no valid "id" \\(a UUID string\\), got none'),
-    ("id not a uuid", {**_GOOD, "id": "42"}, 'no valid "id" \\(a UUID string\\), got "42"'),
-    ("id a number", {**_GOOD, "id": 42}, 'no valid "id" \\(a UUID string\\), got 42'),
-    ("no queue", {k: v for k, v in _GOOD.items() if k != "queue"}, '"queue" must be a string, got none'),
-    ("queue a number", {**_GOOD, "queue": 7}, '"queue" must be a string, got 7'),
-    ("no tries", {k: v for k, v in _GOOD.items() if k != "tries"}, '"tries" must be an integer, got none'),
-    ("tries a string", {**_GOOD, "tries": "3"}, '"tries" must be an integer, got "3"'),
-    ("tries a fraction", {**_GOOD, "tries": 1.5}, '"tries" must be an integer, got 1.5'),
-    ("tries too big", {**_GOOD, "tries": 2**31}, '"tries" must be an integer, got 2147483648'),
-    ("priority a string", {**_GOOD, "priority": "high"}, '"priority" must be null or an integer'),
-    ("priority too big", {**_GOOD, "priority": 40000}, '"priority" must be null or an integer'),
-    ("retry_until a string", {**_GOOD, "retry_until": "soon"}, '"retry_until" must be null or epoch seconds'),
+# (what, envelope, enqueue's words, what enqueue_many does with it among good ones): "named" is
+# the same problem by position; "refused" is the insert's own error (NOT NULL, a cast) -- bulk
+# calls skip those checks, which cost a third of the insert; "accepted" is stored as before
+# issue 11 (the text of a number is a valid queue name, "3" a valid number of tries).
+BAD_ENVELOPES: list[tuple[str, Any, str, str]] = [
+    ("array", [_GOOD], "the envelope must be a JSON object, got array", "named"),
+    ("string", "x", "the envelope must be a JSON object, got string", "named"),
+    ("json null", None, "the envelope must be a JSON object, got null", "named"),
+    ("no queue", {k: v for k, v in _GOOD.items() if k != "queue"}, '"queue" must be a string, got none', "named"),
+    ("no id", {k: v for k, v in _GOOD.items() if k != "id"}, 'no valid "id" \\(a UUID string\\), got none', "refused"),
+    ("id not a uuid", {**_GOOD, "id": "42"}, 'no valid "id" \\(a UUID string\\), got "42"', "refused"),
+    ("id a number", {**_GOOD, "id": 42}, 'no valid "id" \\(a UUID string\\), got 42', "refused"),
+    ("queue a number", {**_GOOD, "queue": 7}, '"queue" must be a string, got 7', "accepted"),
+    ("no tries", {k: v for k, v in _GOOD.items() if k != "tries"}, '"tries" must be an integer, got none', "refused"),
+    ("tries a string", {**_GOOD, "tries": "3"}, '"tries" must be an integer, got "3"', "accepted"),
+    ("tries a fraction", {**_GOOD, "tries": 1.5}, '"tries" must be an integer, got 1.5', "refused"),
+    ("tries too big", {**_GOOD, "tries": 2**31}, '"tries" must be an integer, got 2147483648', "refused"),
+    ("priority a string", {**_GOOD, "priority": "high"}, '"priority" must be null or an integer', "refused"),
+    ("priority too big", {**_GOOD, "priority": 40000}, '"priority" must be null or an integer', "refused"),
+    ("retry_until a string", {**_GOOD, "retry_until": "soon"}, '"retry_until" must be null or epoch seconds',
+     "refused"),
 ]
 
 
-@pytest.mark.parametrize(("what", "bad", "words"), BAD_ENVELOPES, ids=[b[0] for b in BAD_ENVELOPES])
-def test_a_malformed_envelope_is_refused_with_its_problem(conn: Conn, what: str, bad: Any, words: str) -> None:
+@pytest.mark.parametrize(("what", "bad", "words", "bulk"), BAD_ENVELOPES, ids=[b[0] for b in BAD_ENVELOPES])
+def test_a_malformed_envelope_is_refused_with_its_problem(conn: Conn, what: str, bad: Any, words: str,
+                                                          bulk: str) -> None:
     with pytest.raises(errors.InvalidParameterValue, match=f"pgqueue.enqueue: .*{words}"):
         scalar(conn, "select pgqueue.enqueue(%s)", (Jsonb(bad),))
-    # enqueue_many names the same problem and its position, and stores none of the batch.
-    with pytest.raises(errors.InvalidParameterValue, match=f"pgqueue.enqueue_many: envelope 2 of 3: .*{words}"):
-        enqueue_many(conn, [envelope(), bad, envelope()])
+    assert scalar(conn, "select pgqueue.envelope_problem(%s)", (Jsonb(bad),)) is not None
+    batch = [envelope(), bad, envelope()]
+    if bulk == "named":  # the same problem, by position; none of the batch is stored
+        with pytest.raises(errors.InvalidParameterValue, match=f"pgqueue.enqueue_many: envelope 2 of 3: .*{words}"):
+            enqueue_many(conn, batch)
+    elif bulk == "refused":
+        with pytest.raises((errors.DataError, errors.IntegrityError)):  # a cast, or NOT NULL
+            enqueue_many(conn, batch)
+    else:
+        assert enqueue_many(conn, batch) == 3
+        conn.execute(b"delete from pgqueue.jobs")
     assert jobs(conn) == []
 
 
@@ -243,7 +257,7 @@ GOOD_VARIANTS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("what", "good"), GOOD_VARIANTS, ids=[g[0] for g in GOOD_VARIANTS])
 def test_enqueue_and_enqueue_many_accept_the_same_envelopes(conn: Conn, what: str, good: dict[str, Any]) -> None:
-    # The bulk path repeats envelope_problem's rules inline; both must accept what one accepts.
+    # enqueue repeats envelope_problem's rules inline, enqueue_many some of them: all accept these.
     assert scalar(conn, "select pgqueue.envelope_problem(%s)", (Jsonb(good),)) is None
     assert enqueue_many(conn, [good]) == 1
     conn.execute(b"delete from pgqueue.jobs")

@@ -36,11 +36,11 @@ FILES = {
     "revisions/0002/functions/queue_name_problem.sql":
         "6c4e2f98389431f32b1c1767ebbd49082eca5d0c5b87bb0483e60b1982c15903",
     "revisions/0002/functions/envelope_problem.sql":
-        "121fd85a838f820fa2f74f7f3f76d968b9f68de17278298dffacb0ba2f0db14d",
+        "bda41366eaa163026801a177d28b7ad1bd01fe8ed200c4a878b4715a410d25d6",
     "revisions/0002/functions/enqueue.sql":
         "5391e3f727b76646d4b19f7099e1c3264c5d85b74449d508b37f15741aef723d",
     "revisions/0002/functions/enqueue_many.sql":
-        "a39e213a3773ce1da93a8c9bf789bbf2b2bcdece2dbb4aecf790606eaf8d6580",
+        "7676f81b5d30f98bb5e4a8e21a9e09c7aa09dbd62b293fdb121e7f607bf24f1a",
     "revisions/0002/functions/reserve.sql":
         "79d55f27da2e6e04158210534d4af0b94273402157d611ca911a05b835fd0402",
     "revisions/0002/functions/ack.sql":

@@ -1,9 +1,9 @@
 -- pgqueue.enqueue_many(envelopes, delays) -> number of jobs inserted
 -- Bulk insert in one statement: p_envelopes is a JSON array of envelopes, p_delays an
 -- optional array of delays in seconds (same length; null means all ready now), each from 0 to
--- 315360000 (10 years). Every envelope must pass the checks of pgqueue.envelope_problem();
--- the first that does not is refused by its position and problem (SQLSTATE 22023) and
--- nothing is inserted.
+-- 315360000 (10 years). An envelope that is not a JSON object, has a bad queue name or args
+-- nested deeper than 64 levels is refused by its position and problem (SQLSTATE 22023), and
+-- nothing is inserted; other malformed fields fail the insert (NOT NULL, cast, CHECK).
 -- Sends one notification per queue that received a job ready now, however many jobs, and
 -- one on channel pgqueue_delayed per queue that received a delayed job.
 create or replace function pgqueue.enqueue_many(p_envelopes jsonb, p_delays double precision[] default null)
@@ -39,10 +39,13 @@ begin
         end if;
     end if;
 
-    -- Only envelopes that pass the rules of pgqueue.envelope_problem() (repeated here as one
-    -- CASE, which keeps its order: no cast runs before the check that makes it safe) are
-    -- inserted; if any was left out, the slow path below names the first and the whole call
-    -- fails, so nothing is stored. No extra pass over the array when all are valid.
+    -- Only envelopes that are JSON objects, whose queue name follows the rule and whose args
+    -- nest at most 64 levels are inserted; if any was left out, the slow path below names the
+    -- first (pgqueue.envelope_problem) and the whole call fails, so nothing is stored, with no
+    -- extra pass over the array when all are valid. The other checks of envelope_problem are
+    -- left to the insert itself (a missing id or tries violates NOT NULL, a malformed one fails
+    -- its cast, tries < 1 the CHECK): checking them here too cost 3 us per envelope, a third
+    -- of the bulk insert, for a nicer message in a case the Python producer already refuses.
     insert into pgqueue.jobs (id, queue, priority, envelope, max_tries, retry_until, available_at)
     select (e.value->>'id')::uuid,
            e.value->>'queue',
@@ -53,24 +56,11 @@ begin
            case when p_delays is null or p_delays[e.ordinality] = 0 then v_now
                 else v_now + make_interval(secs => p_delays[e.ordinality]) end
     from jsonb_array_elements(p_envelopes) with ordinality as e(value, ordinality)
-    where case
-        when jsonb_typeof(e.value) is distinct from 'object' then false
-        when jsonb_typeof(e.value->'id') is distinct from 'string'
-             or (e.value->>'id') !~ '^[-{}0-9a-fA-F]+$' or length(e.value->>'id') not between 32 and 38 then false
-        when jsonb_typeof(e.value->'queue') is distinct from 'string'
-             or length(e.value->>'queue') not between 1 and 200
-             or (e.value->>'queue') !~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$' then false
-        when jsonb_typeof(e.value->'tries') is distinct from 'number'
-             or (e.value->>'tries') !~ '^-?[0-9]+$' or length(e.value->>'tries') > 11 then false
-        when (e.value->>'tries')::bigint not between -2147483648 and 2147483647 then false
-        when coalesce(jsonb_typeof(e.value->'priority'), 'null') = 'null' then true
-        when jsonb_typeof(e.value->'priority') <> 'number' or (e.value->>'priority') !~ '^-?[0-9]+$' or length(e.value->>'priority') > 6 then false
-        when (e.value->>'priority')::integer not between -32768 and 32767 then false
-        else true end
-      and case
-        when coalesce(jsonb_typeof(e.value->'retry_until'), 'null') not in ('null', 'number') then false
-        else not coalesce(jsonb_path_exists(e.value->'args',
-                          'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")'), false) end;
+    where jsonb_typeof(e.value) = 'object'
+      and length(e.value->>'queue') between 1 and 200
+      and (e.value->>'queue') ~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$'
+      and not coalesce(jsonb_path_exists(e.value->'args',
+                       'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")'), false);
     get diagnostics v_count = row_count;
     if v_count <> jsonb_array_length(p_envelopes) then
         select e.ordinality, pgqueue.envelope_problem(e.value) into v_position, v_problem

@@ -6,8 +6,9 @@
 -- jobs_max_tries_positive); "priority" is null or a smallint; "retry_until" is null or epoch
 -- seconds; and "args" nest at most 64 levels deep, the args object itself being level 1
 -- (pgqueue/limits.py MAX_ARGS_DEPTH: deeper JSON crashes decoders, Python's json among them).
--- enqueue and enqueue_many repeat the same rules inline (a call per job would cost more than
--- the insert) and call this function only to name the problem; tests hold them equal.
+-- enqueue repeats the same rules inline (a call per job would cost more than the insert),
+-- enqueue_many the object, queue-name and depth rules; both call this function only to name
+-- the problem. Tests hold them equal.
 -- From psql:  select pgqueue.envelope_problem('{"id": "x"}');
 create or replace function pgqueue.envelope_problem(p_envelope jsonb)
 returns text
