@@ -9,17 +9,21 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from alembic.script import ScriptDirectory
 
 from pgqueue import migrate
-from pgqueue.resources import sql_dir, versions_dir
+from pgqueue.migration_support import FrozenFileChangedError, checksum, frozen_text
+from pgqueue.resources import sql_dir, sql_file, versions_dir
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
+HEAD = "pgqueue_0002"
 
 Snapshot = list[tuple[str, ...]]
 
@@ -90,7 +94,7 @@ def _works(dsn: str) -> None:
 def test_alembic_round_trip_from_the_repository_root(empty_dsn: str) -> None:
     env = {"PGQUEUE_DSN": empty_dsn}
     _alembic("upgrade", "head", cwd=REPO_ROOT, env=env)
-    assert _version(empty_dsn) == ["pgqueue_0001"]
+    assert _version(empty_dsn) == [HEAD]
     assert _functions(empty_dsn) == FUNCTIONS
     first = catalog(empty_dsn)
 
@@ -99,7 +103,7 @@ def test_alembic_round_trip_from_the_repository_root(empty_dsn: str) -> None:
     assert _version(empty_dsn) == []
 
     _alembic("upgrade", "head", cwd=REPO_ROOT, env=env)
-    assert _version(empty_dsn) == ["pgqueue_0001"]
+    assert _version(empty_dsn) == [HEAD]
     again = catalog(empty_dsn)
     # Same objects (new oids after a drop and re-create): compare what they are.
     assert [(kind, body) for kind, _, _, body in again] == [(kind, body) for kind, _, _, body in first]
@@ -108,7 +112,7 @@ def test_alembic_round_trip_from_the_repository_root(empty_dsn: str) -> None:
 
 def test_alembic_reads_database_url_too(empty_dsn: str) -> None:
     _alembic("upgrade", "head", cwd=REPO_ROOT, env={"DATABASE_URL": empty_dsn})
-    assert _version(empty_dsn) == ["pgqueue_0001"]
+    assert _version(empty_dsn) == [HEAD]
 
 
 def test_upgrade_of_an_up_to_date_database_changes_nothing(dsn: str) -> None:
@@ -118,7 +122,7 @@ def test_upgrade_of_an_up_to_date_database_changes_nothing(dsn: str) -> None:
     assert catalog(dsn) == before
     migrate.upgrade(dsn)
     assert catalog(dsn) == before
-    assert _version(dsn) == ["pgqueue_0001"]
+    assert _version(dsn) == [HEAD]
 
 
 def test_programmatic_round_trip(empty_dsn: str) -> None:
@@ -139,7 +143,7 @@ def test_upgrade_sql_is_the_whole_schema_and_applies_as_printed(empty_dsn: str, 
     # A team applying DDL by hand gets exactly what alembic would have built.
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(script.encode())
-    assert _version(empty_dsn) == ["pgqueue_0001"]
+    assert _version(empty_dsn) == [HEAD]
     assert [(k, body) for k, _, _, body in catalog(empty_dsn)] == [(k, body) for k, _, _, body in catalog(dsn)]
     before = catalog(empty_dsn)
     migrate.upgrade(empty_dsn)
@@ -219,12 +223,12 @@ def _tables(dsn: str) -> list[str]:
 def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Path, empty_dsn: str) -> None:
     env = {"APP_DSN": empty_dsn}
     heads = _alembic("heads", cwd=user_project, env=env).stdout
-    assert "app_0001" in heads and "pgqueue_0001" in heads
+    assert "app_0001" in heads and HEAD in heads
 
     _alembic("upgrade", "heads", cwd=user_project, env=env)
     assert _tables(empty_dsn) == ["pgqueue.failed_jobs", "pgqueue.jobs", "public.alembic_version", "public.orders"]
     # One history, the application's: pgqueue's revision is recorded next to the user's.
-    assert _version(empty_dsn, "alembic_version") == ["app_0001", "pgqueue_0001"]
+    assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]
     assert _functions(empty_dsn) == FUNCTIONS
     _works(empty_dsn)
 
@@ -233,5 +237,158 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
     assert _tables(empty_dsn) == ["public.alembic_version", "public.orders"]
     assert _version(empty_dsn, "alembic_version") == ["app_0001"]
     _alembic("upgrade", "pgqueue@head", cwd=user_project, env=env)
-    assert _version(empty_dsn, "alembic_version") == ["app_0001", "pgqueue_0001"]
+    assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]
     _works(empty_dsn)
+
+
+# ------------------------------------------------------------ immutable revisions
+
+SCHEMA_SNAPSHOT = b"""
+    select 'function', p.oid::regprocedure::text,
+           pg_get_functiondef(p.oid) || ' config=' || coalesce(array_to_string(p.proconfig, ';'), '')
+           || ' volatility=' || p.provolatile::text || ' security_definer=' || p.prosecdef::text
+    from pg_proc p where p.pronamespace = 'pgqueue'::regnamespace
+    union all
+    select 'relation', c.relname, c.relkind::text || ' ' || coalesce(array_to_string(c.reloptions, ','), '')
+    from pg_class c where c.relnamespace = 'pgqueue'::regnamespace
+    union all
+    select 'column', c.relname || '.' || a.attname,
+           format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull::text
+           || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '') || ' position=' || a.attnum
+    from pg_attribute a join pg_class c on c.oid = a.attrelid
+    left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+    where c.relnamespace = 'pgqueue'::regnamespace and a.attnum > 0 and not a.attisdropped
+    union all
+    select 'constraint', c.relname || '.' || k.conname, pg_get_constraintdef(k.oid) || ' valid=' || k.convalidated
+    from pg_constraint k join pg_class c on c.oid = k.conrelid where c.relnamespace = 'pgqueue'::regnamespace
+    union all
+    select 'index', i.indexname, i.indexdef from pg_indexes i where i.schemaname = 'pgqueue'
+    union all
+    select 'view', c.relname, pg_get_viewdef(c.oid)
+    from pg_class c where c.relnamespace = 'pgqueue'::regnamespace and c.relkind = 'v'
+    union all
+    select 'comment', d.classoid::regclass::text || ' ' || coalesce(p.oid::regprocedure::text, c.relname), d.description
+    from pg_description d
+    left join pg_proc p on d.classoid = 'pg_proc'::regclass and p.oid = d.objoid
+    left join pg_class c on d.classoid = 'pg_class'::regclass and c.oid = d.objoid
+    where p.pronamespace = 'pgqueue'::regnamespace or c.relnamespace = 'pgqueue'::regnamespace
+    union all
+    select 'sequence', s.sequencename, s.data_type::text || ' ' || s.start_value || ' ' || s.increment_by
+    from pg_sequences s where s.schemaname = 'pgqueue'
+    order by 1, 2, 3
+"""
+
+
+def schema_snapshot(dsn: str) -> list[tuple[str, str, str]]:
+    """Everything pgqueue installed, by name and definition (oids and row versions left out):
+    functions' bodies, settings, volatility; tables, columns, constraints, indexes, views,
+    sequences and comments."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(b"set search_path = pg_catalog")  # names print schema-qualified
+        return [(str(a), str(b), str(c)) for a, b, c in conn.execute(SCHEMA_SNAPSHOT).fetchall()]
+
+
+def test_upgrading_from_0001_gives_the_same_schema_as_a_fresh_install_at_head(empty_dsn: str, dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    assert _version(empty_dsn) == ["pgqueue_0001"]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # a database in use, jobs waiting
+        waiting = enqueue(conn, envelope("waiting"))
+        enqueue(conn, envelope("reports"), delay=60)
+    migrate.upgrade(empty_dsn)
+    assert _version(empty_dsn) == [HEAD]
+    upgraded, fresh = schema_snapshot(empty_dsn), schema_snapshot(dsn)
+    assert {kind for kind, _, _ in fresh} == {"function", "relation", "column", "constraint", "index", "view",
+                                             "comment", "sequence"}
+    assert upgraded == fresh
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # the waiting jobs survived the upgrade
+        assert [r["id"] for r in reserve(conn, ["waiting"], 5)] == [waiting]
+
+
+def test_downgrading_0002_restores_what_0001_installed(empty_dsn: str, pg_admin_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    at_0001 = schema_snapshot(empty_dsn)
+    migrate.upgrade(empty_dsn)
+    assert schema_snapshot(empty_dsn) != at_0001
+    migrate.downgrade(empty_dsn, "pgqueue_0001")
+    assert _version(empty_dsn) == ["pgqueue_0001"]
+    assert schema_snapshot(empty_dsn) == at_0001
+    migrate.upgrade(empty_dsn)
+    _works(empty_dsn)
+
+
+def test_0001_still_installs_functions_without_a_pinned_search_path(empty_dsn: str) -> None:
+    # Revision 0001 installs today what it installed when it shipped (its frozen files), so a
+    # database at 0001 has exactly the functions of every other database at 0001.
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    with psycopg.connect(empty_dsn) as conn:
+        configs = conn.execute(b"select proname, proconfig from pg_proc"
+                               b" where pronamespace = 'pgqueue'::regnamespace order by 1").fetchall()
+    assert len(configs) == 15
+    assert [c for _, c in configs] == [None] * 15
+
+
+def test_the_readable_function_files_are_what_head_installs(dsn: str) -> None:
+    # Running every sql/functions/*.sql on a database at head changes nothing: the files a
+    # reader reviews are the functions the database runs.
+    before = schema_snapshot(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for path in sorted((sql_dir() / "functions").glob("*.sql")):
+            conn.execute(path.read_bytes())
+    assert schema_snapshot(dsn) == before
+    assert _functions(dsn) == FUNCTIONS
+
+
+def _revision_modules() -> dict[str, Any]:
+    scripts = ScriptDirectory.from_config(migrate.alembic_config())
+    return {script.revision: script.module for script in scripts.walk_revisions()}
+
+
+def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
+    revisions = sorted(p.name for p in (sql_dir() / "revisions").iterdir())
+    for path in sorted((sql_dir() / "functions").glob("*.sql")):
+        frozen = [sql_dir() / "revisions" / r / "functions" / path.name for r in revisions]
+        newest = [p for p in frozen if p.exists()][-1]
+        assert path.read_bytes() == newest.read_bytes(), (
+            f"{path.name} differs from its copy in {newest.parent.parent.name}: ship the change in a new revision")
+
+
+def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
+    modules = _revision_modules()
+    assert sorted(modules) == ["pgqueue_0001", HEAD]
+    listed: dict[str, str] = {}
+    for module in modules.values():
+        for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):
+            for path, recorded in files.items():
+                assert checksum(sql_file(path)) == recorded, f"sql/{path} changed after its revision recorded it"
+                assert listed.setdefault(path, recorded) == recorded
+    on_disk = sorted(str(p.relative_to(sql_dir())) for p in (sql_dir() / "revisions").rglob("*.sql"))
+    assert sorted(listed) == on_disk
+    # 0001 runs the files it shipped with, byte for byte (their checksums as of revision 0001).
+    assert modules["pgqueue_0001"].FILES["revisions/0001/functions/enqueue.sql"] == (
+        "10741439c8c996f1ff22aa602fe2758b832e129105dd28139a2d3aea8259f64a")
+
+
+def test_a_frozen_file_changed_after_shipping_is_refused() -> None:
+    path = "revisions/0001/functions/enqueue.sql"
+    assert frozen_text(path, checksum(sql_file(path))) == sql_file(path)
+    with pytest.raises(FrozenFileChangedError, match=r"sql/revisions/0001/functions/enqueue.sql was changed"):
+        frozen_text(path, "0" * 64)
+
+
+def test_0002_stops_on_jobs_no_worker_can_serve_and_changes_nothing(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # 0001 accepted these queue names
+        stuck = [enqueue(conn, envelope("reports,daily")), enqueue(conn, envelope(" padded"))]
+    before = schema_snapshot(empty_dsn)
+    with pytest.raises(psycopg.errors.CheckViolation,
+                       match=r"2 job\(s\) in pgqueue.jobs have a queue name no worker can serve") as caught:
+        migrate.upgrade(empty_dsn)
+    assert "then migrate again" in (caught.value.diag.message_hint or "")
+    assert _version(empty_dsn) == ["pgqueue_0001"] and schema_snapshot(empty_dsn) == before
+    # Following the hint: move the jobs to a valid queue, then the upgrade goes through.
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(b"""update pgqueue.jobs set queue = 'fixed',
+                                              envelope = jsonb_set(envelope, '{queue}', '"fixed"')""")
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert sorted(r["id"] for r in reserve(conn, ["fixed"], 5)) == sorted(stuck)

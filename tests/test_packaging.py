@@ -55,7 +55,9 @@ def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) 
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "pgqueue/_sql/functions/reserve.sql" in names
-    assert "pgqueue/_sql/schema/0001_schema.sql" in names
+    assert "pgqueue/_sql/revisions/0001/0001_schema.sql" in names
+    assert "pgqueue/_sql/revisions/0002/functions/enqueue.sql" in names
+    assert "pgqueue/_migrations/versions/0002_pgqueue_hardening.py" in names
     assert "pgqueue/_sql/queries/explain_reservation.sql" in names
     assert "pgqueue/_migrations/env.py" in names
     assert "pgqueue/_migrations/versions/0001_pgqueue_initial.py" in names
@@ -137,7 +139,7 @@ def test_the_installed_cli_runs_and_migrates(installed: tuple[Path, Path], empty
     assert "pgqueue" in usage and "migrate" in usage
     _run([cli, "migrate", "--dsn", empty_dsn], cwd=tmp_path)
     with psycopg.connect(empty_dsn) as conn:
-        assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0001",)]
+        assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0002",)]
         assert conn.execute(b"select to_regprocedure('pgqueue.reserve(text[], integer, double precision)')"
                             b" is not null").fetchone() == (True,)
 

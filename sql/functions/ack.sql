@@ -6,6 +6,7 @@
 create or replace function pgqueue.ack(p_ids uuid[], p_tokens bigint[])
 returns table (id uuid, acked boolean)
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 begin
     if cardinality(p_ids) is distinct from cardinality(p_tokens) then

@@ -5,6 +5,7 @@
 create or replace function pgqueue.clear(p_queue text)
 returns bigint
 language sql
+set search_path = pg_catalog, pg_temp
 as $$
     with gone as (delete from pgqueue.jobs j where j.queue = p_queue returning 1)
     select count(*) from gone

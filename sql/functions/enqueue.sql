@@ -1,6 +1,9 @@
 -- pgqueue.enqueue(envelope, delay_seconds) -> job id
 -- Inserts one job from its envelope. The envelope is the single source of the job's
 -- columns: id, queue, priority, tries and retry_until (epoch seconds or null).
+-- An envelope pgqueue.envelope_problem() objects to (not an object, no valid id, a bad queue
+-- name, tries or priority, args nested deeper than 64 levels) is refused with that problem
+-- (SQLSTATE 22023); so is a delay outside 0 .. 315360000 seconds (10 years).
 -- A job that is available now sends pg_notify('pgqueue', queue); PostgreSQL folds identical
 -- notifications of one transaction into one, so enqueueing many jobs into one queue in a
 -- transaction wakes workers once. A delayed job wakes nobody on that channel: it sends
@@ -10,14 +13,41 @@
 create or replace function pgqueue.enqueue(p_envelope jsonb, p_delay_seconds double precision default 0)
 returns uuid
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_id uuid;
     v_queue text := p_envelope->>'queue';
 begin
-    if p_delay_seconds is null or p_delay_seconds = 'NaN'::double precision or p_delay_seconds < 0
-       or p_delay_seconds = 'Infinity'::double precision then
-        raise exception 'pgqueue.enqueue: delay must be a finite number of seconds >= 0, got %', p_delay_seconds
+    -- NaN sorts above every number in PostgreSQL, so the upper bound refuses it too.
+    if p_delay_seconds is null or not (p_delay_seconds >= 0 and p_delay_seconds <= 315360000) then
+        raise exception 'pgqueue.enqueue: delay must be a finite number of seconds from 0 to 315360000 (10 years), got %',
+                        p_delay_seconds
+            using errcode = '22023';
+    end if;
+    -- The rules of pgqueue.envelope_problem(), inline as one CASE (which keeps its order: no
+    -- cast runs before the check that makes it safe); calling that function on every enqueue
+    -- would cost more than the insert. Only a refused envelope pays for its message.
+    if not (case
+            when jsonb_typeof(p_envelope) is distinct from 'object' then false
+            when jsonb_typeof(p_envelope->'id') is distinct from 'string'
+                 or (p_envelope->>'id') !~ '^[-{}0-9a-fA-F]+$' or length(p_envelope->>'id') not between 32 and 38 then false
+            when jsonb_typeof(p_envelope->'queue') is distinct from 'string'
+                 or length(p_envelope->>'queue') not between 1 and 200
+                 or (p_envelope->>'queue') !~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$' then false
+            when jsonb_typeof(p_envelope->'tries') is distinct from 'number'
+                 or (p_envelope->>'tries') !~ '^-?[0-9]+$' or length(p_envelope->>'tries') > 11 then false
+            when (p_envelope->>'tries')::bigint not between -2147483648 and 2147483647 then false
+            when coalesce(jsonb_typeof(p_envelope->'priority'), 'null') = 'null' then true
+            when jsonb_typeof(p_envelope->'priority') <> 'number' or (p_envelope->>'priority') !~ '^-?[0-9]+$' or length(p_envelope->>'priority') > 6 then false
+            when (p_envelope->>'priority')::integer not between -32768 and 32767 then false
+            else true end
+          and case
+            when coalesce(jsonb_typeof(p_envelope->'retry_until'), 'null') not in ('null', 'number') then false
+            else not coalesce(jsonb_path_exists(p_envelope->'args',
+                              'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")'), false) end) then
+        raise exception 'pgqueue.enqueue: %', coalesce(pgqueue.envelope_problem(p_envelope),
+            'refused by the checks of enqueue but not by pgqueue.envelope_problem(); please report this')
             using errcode = '22023';
     end if;
     insert into pgqueue.jobs (id, queue, priority, envelope, max_tries, retry_until, available_at)

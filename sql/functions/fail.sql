@@ -7,6 +7,7 @@ create or replace function pgqueue.fail(p_id uuid, p_token bigint, p_exception t
                                         p_traceback text, p_reason text default 'exception')
 returns boolean
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_count integer;

@@ -5,6 +5,7 @@
 create or replace function pgqueue.flush_failed(p_queue text default null, p_older_than interval default null)
 returns bigint
 language sql
+set search_path = pg_catalog, pg_temp
 as $$
     with gone as (
         delete from pgqueue.failed_jobs f

@@ -3,6 +3,7 @@
 create or replace function pgqueue.forget_failed(p_failure_id uuid)
 returns boolean
 language sql
+set search_path = pg_catalog, pg_temp
 as $$
     with gone as (delete from pgqueue.failed_jobs f where f.id = p_failure_id returning 1)
     select exists (select 1 from gone)

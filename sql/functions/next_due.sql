@@ -6,6 +6,7 @@ create or replace function pgqueue.next_due(p_queues text[])
 returns timestamptz
 language plpgsql
 stable
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_queue text;

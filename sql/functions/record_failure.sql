@@ -5,6 +5,7 @@ create or replace function pgqueue.record_failure(p_envelope jsonb, p_attempts i
                                                   p_message text, p_traceback text, p_reason text default 'exception')
 returns uuid
 language sql
+set search_path = pg_catalog, pg_temp
 as $$
     insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, exception, message, traceback, reason)
     values ((p_envelope->>'id')::uuid, coalesce(p_envelope->>'connection', 'sync'), p_envelope->>'queue', p_envelope,

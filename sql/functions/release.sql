@@ -1,18 +1,21 @@
 -- pgqueue.release(id, token, delay_seconds) -> whether the fence matched
 -- Puts a reserved job back, available again after p_delay_seconds. The attempt that was
 -- running still counts. Notifies the queue when the job is ready at once (channel pgqueue),
--- else tells idle workers when it will be due (channel pgqueue_delayed).
+-- else tells idle workers when it will be due (channel pgqueue_delayed). The delay must be
+-- from 0 to 315360000 seconds (10 years).
 -- From psql:  select pgqueue.release('<job id>', <token>, 30);
 create or replace function pgqueue.release(p_id uuid, p_token bigint, p_delay_seconds double precision default 0)
 returns boolean
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_queue text;
 begin
-    if p_delay_seconds is null or p_delay_seconds = 'NaN'::double precision or p_delay_seconds < 0
-       or p_delay_seconds = 'Infinity'::double precision then
-        raise exception 'pgqueue.release: delay must be a finite number of seconds >= 0, got %', p_delay_seconds
+    -- NaN sorts above every number in PostgreSQL, so the upper bound refuses it too.
+    if p_delay_seconds is null or not (p_delay_seconds >= 0 and p_delay_seconds <= 315360000) then
+        raise exception 'pgqueue.release: delay must be a finite number of seconds from 0 to 315360000 (10 years), got %',
+                        p_delay_seconds
             using errcode = '22023';
     end if;
     update pgqueue.jobs j

@@ -4,6 +4,7 @@
 create or replace function pgqueue.release_unstarted(p_ids uuid[], p_tokens bigint[])
 returns table (id uuid, released boolean)
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 begin
     if cardinality(p_ids) is distinct from cardinality(p_tokens) then

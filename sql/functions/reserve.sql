@@ -4,7 +4,8 @@
 -- higher priority goes first, then earlier available_at. Rows are locked with
 -- FOR UPDATE SKIP LOCKED, so concurrent callers never block each other or get the same job.
 -- Each granted job gets attempts + 1, a fresh fencing token and a lease that ends
--- p_lease_seconds from now on the database clock (stored in available_at).
+-- p_lease_seconds from now on the database clock (stored in available_at); p_lease_seconds
+-- must be from 0.001 (1 ms) to 31536000 (1 year).
 -- A candidate that may not run again is moved to failed_jobs instead of being handed out:
 --   retry_until passed                        -> reason 'deadline_passed'
 --   attempts used up and its lease expired    -> reason 'lease_expired_after_final_attempt'
@@ -15,6 +16,7 @@ returns table (id uuid, token bigint, attempts integer, max_tries integer, retry
                lease_expires_at timestamptz, lease_seconds_left double precision,
                queue text, priority smallint, envelope jsonb)
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_now timestamptz := clock_timestamp();
@@ -29,9 +31,10 @@ begin
     if p_max_jobs is null or p_max_jobs < 1 then
         raise exception 'pgqueue.reserve: max_jobs must be >= 1, got %', p_max_jobs using errcode = '22023';
     end if;
-    -- NaN sorts above every number in PostgreSQL, so 'NaN' > 0 holds: refuse it by name.
-    if p_lease_seconds is null or not (p_lease_seconds > 0) or p_lease_seconds in ('Infinity'::double precision, 'NaN'::double precision) then
-        raise exception 'pgqueue.reserve: lease_seconds must be a finite number > 0, got %', p_lease_seconds
+    -- NaN sorts above every number in PostgreSQL, so the upper bound refuses it too.
+    if p_lease_seconds is null or not (p_lease_seconds >= 0.001::double precision and p_lease_seconds <= 31536000) then
+        raise exception 'pgqueue.reserve: lease_seconds must be a finite number from 0.001 to 31536000 (1 year), got %',
+                        p_lease_seconds
             using errcode = '22023';
     end if;
     if p_queues is null or cardinality(p_queues) = 0 then

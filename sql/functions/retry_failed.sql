@@ -7,6 +7,7 @@
 create or replace function pgqueue.retry_failed(p_failure_id uuid)
 returns uuid
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_failure pgqueue.failed_jobs;

@@ -5,6 +5,7 @@
 create or replace function pgqueue.retry_failed_all(p_queue text default null)
 returns bigint
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_count bigint;

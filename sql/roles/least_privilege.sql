@@ -13,7 +13,8 @@
 --
 -- Run it as the role that owns the pgqueue schema (the one that ran `pgqueue migrate`), in
 -- the application's database, after every migration (a migration that replaces a function
--- resets it to SECURITY INVOKER: the roles are then refused, never granted more):
+-- resets it to SECURITY INVOKER: the roles are then refused, never granted more; the pinned
+-- search_path = pg_catalog, pg_temp comes with the function itself since revision 0002):
 --
 --     psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -f sql/roles/least_privilege.sql
 --
@@ -24,11 +25,33 @@
 --     create role oncall login password '...' in role pgqueue_operator;
 --
 -- The script is idempotent. The group roles are cluster-wide; the grants are per database.
+--
+-- Creating the group roles needs CREATEROLE (or a superuser). A schema owner without it gets a
+-- clear refusal before anything changes; then either run the script once as a role that has
+-- CREATEROLE, or have an administrator create the three roles first and run it again as the
+-- owner (it creates only the roles that are missing):
+--
+--     create role pgqueue_producer nologin;
+--     create role pgqueue_worker nologin;
+--     create role pgqueue_operator nologin;
 
 do $$
 declare
     v_role text;
+    v_missing text;
 begin
+    select string_agg(r, ', ') into v_missing
+    from unnest(array['pgqueue_producer', 'pgqueue_worker', 'pgqueue_operator']) as r
+    where not exists (select 1 from pg_catalog.pg_roles where rolname = r);
+    if v_missing is not null and not exists (select 1 from pg_catalog.pg_roles
+                                             where rolname = current_user and (rolcreaterole or rolsuper)) then
+        raise exception 'least_privilege.sql: the group role(s) % do not exist, and role % may not create them (it has no CREATEROLE); nothing was changed',
+                        v_missing, current_user
+            using errcode = '42501',
+                  hint = 'Run this script as a role with CREATEROLE, or have one run: create role pgqueue_producer nologin; '
+                         'create role pgqueue_worker nologin; create role pgqueue_operator nologin; '
+                         'then run this script again as the owner of the pgqueue schema.';
+    end if;
     foreach v_role in array array['pgqueue_producer', 'pgqueue_worker', 'pgqueue_operator'] loop
         if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
             execute format('create role %I nologin', v_role);

@@ -66,7 +66,10 @@ create table if not exists fault_echo (
     data   jsonb
 );
 
-create or replace function fault_note_dispatch() returns trigger language plpgsql as $$
+-- The triggers fire inside pgqueue's functions, which pin search_path = pg_catalog, pg_temp:
+-- each trigger function keeps the path it was created with, to find the ledger tables.
+create or replace function fault_note_dispatch() returns trigger language plpgsql
+set search_path from current as $$
 begin
     insert into fault_dispatched (job_id) values (new.id) on conflict do nothing;
     return null;
@@ -74,7 +77,8 @@ end $$;
 
 -- AFTER triggers of a statement (CTEs included) fire when the whole statement is done, so a
 -- failure row inserted by the same pgqueue.fail / pgqueue.reserve statement is visible here.
-create or replace function fault_note_delete() returns trigger language plpgsql as $$
+create or replace function fault_note_delete() returns trigger language plpgsql
+set search_path from current as $$
 begin
     insert into fault_acks (job_id, token, attempts, kind)
     values (old.id, old.token, old.attempts,
@@ -84,7 +88,8 @@ begin
     return null;
 end $$;
 
-create or replace function fault_note_reservation() returns trigger language plpgsql as $$
+create or replace function fault_note_reservation() returns trigger language plpgsql
+set search_path from current as $$
 begin
     insert into fault_reservations (job_id, token, attempts) values (new.id, new.token, new.attempts);
     return null;

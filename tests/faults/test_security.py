@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from pgqueue import Queue
+from pgqueue.embedded import EmbeddedPostgres
 from tests.faults.fault_jobs import EchoJob, LedgerJob
 from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
 from tests.faults.ledger import check_ledger
@@ -185,3 +186,30 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
             await queue.close()
         await fault_jobs.close_ledger()
         fault_jobs.use_ledger(None)
+
+
+def test_least_privilege_script_without_createrole_says_what_to_do(owned_server: EmbeddedPostgres) -> None:
+    # Its own server: the group roles are cluster-wide, and this test needs them missing.
+    with psycopg.connect(owned_server.dsn("app"), autocommit=True) as conn:
+        conn.execute(b"create role schema_owner nologin")  # no CREATEROLE
+        conn.execute(b"set role schema_owner")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match="pgqueue_producer, pgqueue_worker, pgqueue_operator do not exist, and role "
+                                 "schema_owner may not create them") as caught:
+            conn.execute(ROLES_SQL.read_bytes())
+        assert "create role pgqueue_producer nologin;" in (caught.value.diag.message_hint or "")
+        conn.execute(b"reset role")
+        assert scalar_of(conn, "select count(*) from pg_roles where rolname like 'pgqueue\\_%'") == 0
+        # What the hint says: an administrator creates the roles, the owner runs the script again.
+        conn.execute(b"create role pgqueue_producer nologin; create role pgqueue_worker nologin;"
+                     b" create role pgqueue_operator nologin")
+        conn.execute(ROLES_SQL.read_bytes())
+        assert scalar_of(conn, "select has_function_privilege('pgqueue_producer',"
+                               " 'pgqueue.enqueue(jsonb, double precision)', 'execute')") is True
+
+
+def scalar_of(conn: psycopg.Connection[tuple[object, ...]], statement: str) -> object:
+    """The first column of the first row of ``statement``."""
+    row = conn.execute(statement.encode()).fetchone()
+    assert row is not None
+    return row[0]

@@ -1,0 +1,349 @@
+"""Issue 11, item 3: no stored function can be hijacked through the caller's search_path.
+
+A second role with CREATE on a schema ahead in the caller's path plants look-alikes of every
+built-in function, aggregate and operator the stored functions call: same names, argument
+types that match the call sites more exactly than the built-ins do (concrete types for
+polymorphic parameters, text for literals, one named parameter for a function with defaults).
+Each look-alike raises a WARNING naming itself and then does what the built-in does. The
+owner (who migrated) then calls every stored function. At revision 0001 look-alikes run with
+the owner's rights; at head (every function pins ``search_path = pg_catalog, pg_temp``) none
+does.
+
+The list of built-ins is derived from the installed function bodies, not written by hand: a
+new call in a function body is covered by the next run, and a kind of built-in the generator
+cannot imitate fails the test by name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgqueue import migrate
+from tests.helpers import envelope
+from tests.sql_calls import Conn, rows, scalar
+
+# Concrete types standing in for polymorphic parameters: every type the functions pass around.
+CANDIDATES = ["text", "uuid", "bigint", "integer", "smallint", "double precision", "numeric", "jsonb", "boolean",
+              "timestamp with time zone", "interval", "jsonpath"]
+FAMILY_A = {"anyelement": "{}", "anynonarray": "{}", "anyarray": "{}[]"}
+FAMILY_B = {"anycompatible": "{}", "anycompatiblenonarray": "{}", "anycompatiblearray": "{}[]"}
+# How an imitation of a built-in aggregate steps (its state is its result).
+AGGREGATE_STEPS = {"array_agg": "pg_catalog.array_append($1, $2)", "max": "greatest($1, $2)",
+                   "min": "least($1, $2)", "bool_or": "$1 or $2", "count": "$1 + 1"}
+OPERATOR_SYMBOLS = re.compile(r"(?<![-+*/<>=~!@#%^&|`?])([-+*/<>=~!@#%^&|?]+)(?![-+*/<>=~!@#%^&|`?])")
+CALLS = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+@dataclass
+class Planted:
+    """What the attacker planted: look-alike signatures per built-in name, and the names found."""
+
+    functions: dict[str, list[str]]
+    operators: list[str]
+
+
+def _called_builtins(conn: Conn) -> tuple[list[str], list[str]]:
+    """Built-in function/aggregate names and operator symbols that appear in pgqueue's bodies."""
+    bodies = " ".join(r["prosrc"] for r in rows(conn, "select prosrc from pg_proc"
+                                                      " where pronamespace = 'pgqueue'::regnamespace"))
+    words = sorted({m.lower() for m in CALLS.findall(bodies)})
+    names = [r["proname"] for r in rows(conn, "select distinct proname from pg_proc"
+                                              " where pronamespace = 'pg_catalog'::regnamespace"
+                                              " and prokind in ('f', 'a') and proname = any(%s) order by 1",
+                                        (words,))]
+    symbols = sorted(set(OPERATOR_SYMBOLS.findall(bodies)))
+    operators = [r["oprname"] for r in rows(conn, "select distinct oprname from pg_operator"
+                                                  " where oprnamespace = 'pg_catalog'::regnamespace"
+                                                  " and oprname = any(%s) order by 1", (symbols,))]
+    return names, operators
+
+
+def _substitutions(types: list[str]) -> Iterator[list[str]]:
+    """``types`` with each polymorphic family bound to one concrete candidate (all, in turn)."""
+    if not any(t in FAMILY_A or t in FAMILY_B for t in types):
+        yield types
+        return
+    for candidate in CANDIDATES:
+        yield [(FAMILY_A.get(t) or FAMILY_B.get(t) or "{}").format(candidate)
+               if t in FAMILY_A or t in FAMILY_B else t for t in types]
+
+
+def _plant(conn: Conn, schema: str) -> Planted:
+    """Create the look-alikes in ``schema`` (the session runs as the attacker)."""
+    names, operators = _called_builtins(conn)
+    planted: dict[str, list[str]] = {name: [] for name in names}
+    overloads = rows(conn, """
+        select p.proname, p.prokind, p.proretset, p.pronargdefaults, p.provariadic::regtype::text as variadic,
+               format_type(p.prorettype, null) as returns,
+               array(select format_type(t, null) from unnest(p.proargtypes) t) as types,
+               coalesce(p.proargnames[1:p.pronargs], array[]::text[]) as arg_names
+        from pg_proc p
+        where p.pronamespace = 'pg_catalog'::regnamespace and p.proname = any(%s) and p.prokind in ('f', 'a')
+        order by p.proname, p.oid
+    """, (names,))
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for n, o in enumerate(overloads):
+        declared: list[str] = list(o["types"])
+        variants: list[tuple[list[str], list[str], list[str]]] = []  # (types, names, casts)
+        if o["variadic"] == '"any"':  # format(text, VARIADIC "any"): imitate with each concrete array
+            variants += [([*declared[:-1], f"{c}[]"], [], ["", ""]) for c in CANDIDATES]
+            variants += [([*declared[:-1], c], [], ["", ""]) for c in CANDIDATES]
+        else:
+            for types in _substitutions(declared):
+                casts = [f"::{d}" if d == t else "" for d, t in zip(declared, types, strict=True)]
+                variants.append((types, [], casts))
+                # A literal argument is of unknown type: a text parameter wins over a reg* type.
+                for i, t in enumerate(types):
+                    if t not in ("text", "unknown") and not t.endswith("[]") and o["prokind"] == "f":
+                        variants.append(([*types[:i], "text", *types[i + 1:]], [], casts))
+            # Called with named arguments (make_interval(secs => ...)): one parameter, same name.
+            if o["pronargdefaults"] and o["arg_names"]:
+                variants += [([t], [a], [f"::{t}"]) for t, a in zip(declared, o["arg_names"], strict=True)
+                             if t not in FAMILY_A and t not in FAMILY_B]
+        for k, (types, arg_names, casts) in enumerate(variants):
+            key = (o["proname"], tuple(types))
+            if key in seen or any(t.startswith(("any", '"any"')) for t in types):  # anyenum, anyrange, ...
+                continue
+            seen.add(key)
+            if _plant_one(conn, schema, o, types, arg_names, casts, f"{n}_{k}"):
+                planted[o["proname"]].append(f"{o['proname']}({', '.join(types)})")
+    missing = [name for name, found in planted.items() if not found]
+    assert missing == [], f"no look-alike could be planted for built-ins {missing}: teach this test how"
+    return Planted(planted, _plant_operators(conn, schema, operators))
+
+
+def _returns(o: dict[str, object], types: list[str], declared: list[str]) -> str | None:
+    returns = str(o["returns"])
+    if returns in FAMILY_A or returns in FAMILY_B:
+        bound = next((t for t, d in zip(types, declared, strict=False) if d in FAMILY_A or d in FAMILY_B), None)
+        if bound is None:
+            return None
+        base = bound.removesuffix("[]")
+        return (FAMILY_A.get(returns) or FAMILY_B.get(returns) or "{}").format(base)
+    if returns in ("record", '"any"', "internal", "trigger"):
+        return None
+    return returns
+
+
+def _plant_one(conn: Conn, schema: str, o: dict[str, object], types: list[str], arg_names: list[str],
+               casts: list[str], suffix: str) -> bool:
+    name = str(o["proname"])
+    declared = list(o["types"])  # type: ignore[call-overload]
+    returns = _returns(o, types, declared)
+    if returns is None:
+        return False
+    label = f"{name}({', '.join(types)})"
+    params = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(arg_names[i]) if arg_names else sql.Identifier(f"a{i}"), sql.SQL(t))
+        for i, t in enumerate(types))
+    warn = sql.SQL("raise warning 'hijacked: %', {};").format(sql.Literal(label))
+    if o["prokind"] == "a":
+        step = AGGREGATE_STEPS.get(name)
+        if step is None:
+            return False
+        step_fn = sql.Identifier(schema, f"step_{suffix}")
+        ddl = sql.SQL("""
+            create function {step}(state {returns}, {params}) returns {returns} language plpgsql as $body$
+            begin {warn} return {expr}; end $body$;
+            create aggregate {agg}({types}) (sfunc = {step}, stype = {returns} {init});
+        """).format(step=step_fn, returns=sql.SQL(returns), params=params, warn=warn, expr=sql.SQL(step),
+                    agg=sql.Identifier(schema, name), types=sql.SQL(", ").join(sql.SQL(t) for t in types),
+                    init=sql.SQL(", initcond = '0'" if name == "count" else ""))
+        if not types:  # count(*)
+            ddl = sql.SQL("""
+                create function {step}(state bigint) returns bigint language plpgsql as $body$
+                begin {warn} return state + 1; end $body$;
+                create aggregate {agg}(*) (sfunc = {step}, stype = bigint, initcond = '0');
+            """).format(step=step_fn, warn=warn, agg=sql.Identifier(schema, name))
+    else:
+        args = sql.SQL(", ").join(
+            sql.SQL("{}{}{}").format(sql.SQL("variadic " if i == len(types) - 1 and o["variadic"] == '"any"'
+                                             and t.endswith("[]") else ""),
+                                     sql.SQL(f"${i + 1}"), sql.SQL(casts[i] if i < len(casts) else ""))
+            for i, t in enumerate(types))
+        call = sql.SQL("pg_catalog.{}({})").format(sql.Identifier(name), args)
+        if arg_names:
+            call = sql.SQL("pg_catalog.{}({} => $1{})").format(sql.Identifier(name), sql.Identifier(arg_names[0]),
+                                                              sql.SQL(casts[0]))
+        if o["proretset"]:
+            body = sql.SQL("return query select * from {};").format(call)
+        elif returns == "void":
+            body = sql.SQL("perform {}; return;").format(call)
+        else:
+            body = sql.SQL("return {};").format(call)
+        ddl = sql.SQL("""
+            create function {fn}({params}) returns {setof}{returns} language plpgsql as $body$
+            begin {warn} {body} end $body$
+        """).format(fn=sql.Identifier(schema, name), params=params, setof=sql.SQL("setof " if o["proretset"] else ""),
+                    returns=sql.SQL(returns), warn=warn, body=body)
+    try:
+        with conn.transaction():
+            conn.execute(ddl)
+    except psycopg.errors.DuplicateFunction:
+        return True  # the same look-alike, reached through another overload
+    except psycopg.Error:
+        return False  # not a type combination PostgreSQL can express; the name check above still holds
+    return True
+
+
+def _plant_operators(conn: Conn, schema: str, symbols: list[str]) -> list[str]:
+    """Operators for type pairs the built-ins serve only through an implicit cast (float8 = int)."""
+    planted: list[str] = []
+    for symbol, left, right in itertools.product(symbols, CANDIDATES, CANDIDATES):
+        exact = scalar(conn, "select exists (select 1 from pg_operator where oprname = %s"
+                             " and oprleft = %s::regtype and oprright = %s::regtype)", (symbol, left, right))
+        if exact:
+            continue  # same signature: the built-in in pg_catalog (searched first) always wins
+        try:
+            with conn.transaction():
+                result = scalar(conn, sql.SQL("select pg_typeof(null::{} operator(pg_catalog.{}) null::{})::text")
+                                .format(sql.SQL(left), sql.SQL(symbol), sql.SQL(right)).as_string(conn))
+        except psycopg.Error:
+            continue
+        fn = sql.Identifier(schema, f"op_{len(planted)}")
+        label = f"operator {symbol}({left}, {right})"
+        with conn.transaction():
+            conn.execute(sql.SQL("""
+                create function {fn}({left}, {right}) returns {result} language plpgsql as $body$
+                begin raise warning 'hijacked: %', {label}; return $1 operator(pg_catalog.{op}) $2; end $body$;
+                create operator {schema}.{op} (leftarg = {left}, rightarg = {right}, function = {fn});
+            """).format(fn=fn, left=sql.SQL(left), right=sql.SQL(right), result=sql.SQL(result),
+                        label=sql.Literal(label), op=sql.SQL(symbol), schema=sql.Identifier(schema)))
+        planted.append(label)
+    return planted
+
+
+@pytest.fixture
+def attacker(conn: Conn) -> Iterator[str]:
+    """A role owning the schema ``hijack``, which the owner's session puts first in its path."""
+    role = f"pgq_attacker_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("create role {} nologin").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("create schema hijack authorization {}").format(sql.Identifier(role)))
+    try:
+        yield role
+    finally:
+        conn.execute(b"reset role")
+        conn.execute(b"drop schema hijack cascade")
+        conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
+
+
+def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
+    """The owner calls every stored function along every path that calls a built-in.
+
+    Returns the hijack warnings seen, the pgqueue functions executed, and errors met.
+    """
+    warnings: list[str] = []
+    errors: list[str] = []
+    conn.add_notice_handler(lambda d: warnings.append(d.message_primary or "")
+                            if (d.message_primary or "").startswith("hijacked:") else None)
+    soon = scalar(conn, "select extract(epoch from now())::double precision + 3600")
+
+    def call(statement: str, params: tuple[object, ...] = (), *, refused: bool = False) -> list[dict[str, object]]:
+        try:
+            with conn.transaction():
+                return rows(conn, statement, params)
+        except psycopg.Error as exc:
+            if not refused:
+                errors.append(f"{statement}: {exc}")
+            return []
+
+    with conn.transaction():
+        conn.execute(b"set local track_functions = 'all'")
+        conn.execute(b"set local search_path = hijack, \"$user\", public")
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("q", retry_until=soon)),))
+        call("select pgqueue.enqueue(%s, 5)", (Jsonb(envelope("q", priority=2)),))
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb({**envelope("q"), "queue": "a,b"}),), refused=True)
+        call("select pgqueue.enqueue_many(%s)", (Jsonb([envelope("q"), envelope("r")]),))
+        call("select pgqueue.enqueue_many(%s, %s::double precision[])", (Jsonb([envelope("q"), envelope("r")]), [0, 5]))
+        call("select pgqueue.enqueue_many(%s, %s::double precision[])", (Jsonb([envelope("q")]), [-1]),
+             refused=True)
+        call("select pgqueue.enqueue_many(%s)", (Jsonb([envelope("q"), [1]]),), refused=True)
+        call("select pgqueue.enqueue_many(%s)", (Jsonb([{**envelope(), "tries": "x"}]),), refused=True)
+        if scalar(conn, "select to_regprocedure('pgqueue.queue_name_problem(text)') is not null"):
+            call("select pgqueue.queue_name_problem('a,b')")
+            call("select pgqueue.envelope_problem('[]')")
+        call("select pgqueue.next_due(array['q', 'r'])")
+        held = call("select * from pgqueue.reserve(array['q', 'r'], 3, 60)")
+        ids, tokens = [r["id"] for r in held], [r["token"] for r in held]
+        call("select * from pgqueue.extend(%s, %s, 30)", (ids[0], tokens[0]))
+        if scalar(conn, "select to_regprocedure('pgqueue.heartbeat(uuid[], bigint[], double precision)') is not null"):
+            call("select * from pgqueue.heartbeat(%s::uuid[], %s::bigint[], 30)", (ids, tokens))
+        call("select pgqueue.release(%s, %s, 0)", (ids[0], tokens[0]))
+        call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", (ids[1:2], tokens[1:2]))
+        call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[2], tokens[2]))
+        again = call("select * from pgqueue.reserve(array['q'], 1, 60)")
+        call("select pgqueue.release(%s, %s, 5)", (again[0]["id"], again[0]["token"]))
+        again = call("select * from pgqueue.reserve(array['r'], 1, 60)")
+        call("select * from pgqueue.release_unstarted(%s::uuid[], %s::bigint[])",
+             ([again[0]["id"]], [again[0]["token"]]))
+        # The reservation gives up on doomed candidates: deadline passed, last attempt expired.
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1, retry_until=1.0)),))
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1)),))
+        taken = call("select * from pgqueue.reserve(array['doomed'], 5, 60)")
+        conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'doomed'")
+        call("select * from pgqueue.reserve(array['doomed'], 5, 60)")
+        assert taken or errors
+        call("select pgqueue.record_failure(%s, 1, 'app.Boom', 'boom', null, 'exception')", (Jsonb(envelope("q")),))
+        failures = {r["reason"]: r["id"] for r in call("select reason, id from pgqueue.failed_jobs")}
+        call("select pgqueue.retry_failed(%s)", (failures.get("exception", uuid.uuid4()),))
+        call("select pgqueue.retry_failed(%s)", (failures.get("deadline_passed", uuid.uuid4()),), refused=True)
+        call("select pgqueue.retry_failed_all(null)")
+        call("select pgqueue.forget_failed(%s)", (uuid.uuid4(),))
+        call("select pgqueue.flush_failed(null, interval '1 second')")
+        call("select pgqueue.clear('q')")
+        executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
+                                                      " where schemaname = 'pgqueue' and calls > 0")}
+    return warnings, executed, errors
+
+
+def _installed(conn: Conn) -> set[str]:
+    found = rows(conn, "select proname from pg_proc where pronamespace = 'pgqueue'::regnamespace")
+    return {r["proname"] for r in found}
+
+
+def _plant_as(conn: Conn, role: str) -> Planted:
+    conn.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
+    try:
+        return _plant(conn, "hijack")
+    finally:
+        conn.execute(b"reset role")
+
+
+def test_no_look_alike_runs_when_the_owner_calls_the_functions(conn: Conn, attacker: str) -> None:
+    planted = _plant_as(conn, attacker)
+    # The issue's three, and a look-alike for every built-in the bodies call.
+    assert {"array_position", "cardinality", "nextval", "make_interval", "to_timestamp", "pg_notify", "format",
+            "unnest", "jsonb_array_elements", "jsonb_path_exists", "array_agg"} <= set(planted.functions)
+    assert "operator <=(double precision, integer)" in planted.operators
+
+    warnings, executed, errors = _call_every_function(conn)
+    assert errors == []
+    assert executed == _installed(conn)  # every stored function ran
+    assert warnings == []
+
+
+def test_at_revision_0001_the_same_look_alikes_ran_with_the_owners_rights(empty_dsn: str) -> None:
+    # The control: the attack is real against functions without a pinned search_path.
+    migrate.upgrade(empty_dsn, "pgqueue_0001")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        role = f"pgq_attacker_{uuid.uuid4().hex[:8]}"
+        conn.execute(sql.SQL("create role {} nologin").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("create schema hijack authorization {}").format(sql.Identifier(role)))
+        try:
+            _plant_as(conn, role)
+            warnings, executed, _ = _call_every_function(conn)
+            assert executed == _installed(conn)
+            ran = {w.removeprefix("hijacked: ") for w in warnings}
+            assert {"array_position(uuid[], uuid)", "cardinality(uuid[])", "nextval(text)"} <= ran, ran
+        finally:
+            conn.execute(b"drop schema hijack cascade")
+            conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
