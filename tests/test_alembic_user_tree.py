@@ -197,7 +197,8 @@ def test_a_new_tree_gets_its_revisions_and_pgqueue_upgrades_in_either_direction(
     assert sorted(x.name for x in p.package_versions().iterdir()) == shipped  # nothing written into the package
 
     p.alembic("upgrade", "heads")
-    assert p.tables() == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "public.alembic_version", "public.orders"]
+    assert p.tables() == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues",
+                                  "public.alembic_version", "public.orders"]
     assert p.versions_recorded() == sorted(["app_0002", pgqueue_head])
 
     # `pgqueue migrate` sees that the user's tree owns pgqueue's branch: nothing to install twice.

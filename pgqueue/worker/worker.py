@@ -27,6 +27,7 @@ from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
 from pgqueue.store import Store
+from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.maintenance import Maintenance, check_seconds
@@ -51,6 +52,8 @@ class WorkerStats:
     lost: int = 0
     #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
     vacuums: int = 0
+    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``).
+    cancelled: int = 0
 
 
 class _Settler:
@@ -206,6 +209,8 @@ class Worker:
         self.completer = Completer(self.pool, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
                                    on_refused=self._ack_refused)
         self._settler = _Settler(self)
+        #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
+        self.cancellations = Cancellations()
         self._wakeup = asyncio.Event()
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
         #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
@@ -213,7 +218,8 @@ class Worker:
         #: The LISTEN connection's notifier (None with ``listen=False``); ``notifier.connected``
         #: is set while it listens.
         self.notifier: Notifier | None = (
-            Notifier(self.listen_dsn, self.queues, self.wake, self._reschedule) if listen else None
+            Notifier(self.listen_dsn, self.queues, self.wake, self._reschedule,
+                     self.cancellations.cancel) if listen else None
         )
         self._rescheduled = asyncio.Event()
         self._slot_free = asyncio.Event()
@@ -576,6 +582,8 @@ class Worker:
                 deadline.reschedule(limit())
 
         context._lease_listener = lease_moved
+        context._pool = self.pool
+        self.cancellations.hold(context)
         if self.heartbeat is not None:
             self.heartbeat.hold(context)
         if logger.isEnabledFor(logging.DEBUG):
@@ -596,6 +604,9 @@ class Worker:
             timed_out: Exception = raised
             if deadline.expired():
                 context._cancelled = True
+                if context.decision == "cancelled":
+                    self.stats.cancelled += 1
+                    return True
                 if context.decision == "lost":
                     # The heartbeat's renewal was refused: someone else holds the job now.
                     self.stats.lost += 1
@@ -640,10 +651,13 @@ class Worker:
                 self.stats.failed += 1
             elif context.decision == "lost":
                 self.stats.lost += 1
+            elif context.decision == "cancelled":
+                self.stats.cancelled += 1
             else:
                 self.stats.succeeded += 1
         finally:
             context._lease_listener = None
+            self.cancellations.drop(context)
             if self.heartbeat is not None:
                 self.heartbeat.drop(context)
         return True
