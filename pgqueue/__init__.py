@@ -10,8 +10,8 @@ The public API:
   ``def handle`` receives, the same methods, blocking).
 - :class:`Backoff` — retry delays.
 - :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers; control
-  (``cancel``, ``pause``, ``resume``, ``set_limits``, ``controls`` -> :class:`QueueControl`;
-  :func:`parse_rate` reads ``"100/s"``);
+  (``cancel`` -> :data:`pgqueue.control.CancelOutcome`, ``pause``, ``resume``, ``set_limits``,
+  ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``);
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
@@ -24,7 +24,7 @@ The public API:
 from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext
-from pgqueue.control import CancelOutcome, QueueControl, parse_rate
+from pgqueue.control import QueueControl, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -45,7 +45,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
-    "CancelOutcome",
     "ConnectionConfig",
     "Envelope",
     "FailedJob",
