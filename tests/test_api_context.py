@@ -133,7 +133,7 @@ def test_facts_cannot_be_assigned() -> None:
             return True
 
     context = JobContext(job_id=uuid.uuid4(), token=1, attempts=2, max_tries=3, queue="q", connection="database",
-                         lease_seconds_left=10, settler=Nothing())  # type: ignore[arg-type]
+                         lease_seconds_left=10, decisions=Nothing())  # type: ignore[arg-type]
     for fact in ("id", "attempts", "queue", "connection", "finished", "failure", "lease_expires_in", "token"):
         with pytest.raises(AttributeError):
             setattr(context, fact, None)
