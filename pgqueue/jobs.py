@@ -14,6 +14,7 @@ import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
@@ -21,6 +22,7 @@ import msgspec
 
 from pgqueue.backoff import Backoff
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
+from pgqueue.schedules import schedule_of
 
 if TYPE_CHECKING:
     from pgqueue.context import JobContext
@@ -130,6 +132,14 @@ class Job:
     backoff: ClassVar[float | Sequence[float] | Backoff | None] = None
     priority: ClassVar[int] = 0
     redact: ClassVar[tuple[str, ...]] = ()
+    #: Periodic job: a 5-field cron expression or a timedelta (see :mod:`pgqueue.schedules`).
+    schedule: ClassVar[str | timedelta | None] = None
+    #: IANA timezone the cron expression is read in.
+    schedule_timezone: ClassVar[str] = "UTC"
+    #: Args of each periodic dispatch.
+    schedule_args: ClassVar[Mapping[str, Any]] = {}
+    #: Missed ticks enqueued after downtime (the most recent ones), 1 to 1000.
+    schedule_catch_up: ClassVar[int] = 1
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
     # The args' types as one msgspec struct, built on first use (annotations may name types
@@ -154,6 +164,8 @@ class Job:
                 f"got {cls.redact!r}"
             )
         cls.redact = tuple(cls.redact)
+        if cls.schedule is not None:
+            schedule_of(cls)  # a bad expression or timezone fails at import, not in the worker
         if register:
             existing = _REGISTRY.get(cls.name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:
@@ -247,7 +259,9 @@ class JobFactory(Protocol):
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0, redact: Sequence[str] = ()) -> Callable[[Callable[..., Any]], JobFactory]:
+        priority: int = 0, redact: Sequence[str] = (), schedule: str | timedelta | None = None,
+        schedule_timezone: str = "UTC", schedule_args: Mapping[str, Any] | None = None,
+        schedule_catch_up: int = 1) -> Callable[[Callable[..., Any]], JobFactory]:
     """Turn a function into a job type::
 
         @job(queue="emails", tries=5)
@@ -290,6 +304,10 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "backoff": backoff,
             "priority": priority,
             "redact": tuple(redact),
+            "schedule": schedule,
+            "schedule_timezone": schedule_timezone,
+            "schedule_args": dict(schedule_args or {}),
+            "schedule_catch_up": schedule_catch_up,
             "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,

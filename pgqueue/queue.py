@@ -17,12 +17,18 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
-from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
+from pgqueue.errors import (
+    QueueConfigurationError,
+    QueueDispatchError,
+    QueueDuplicateError,
+    QueueRetryError,
+    QueueStorageError,
+)
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, has_sync_handle, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
-from pgqueue.store import QueueStats, Store, record_failure_on
+from pgqueue.store import QueueStats, Store, UniqueDispatch, record_failure_on
 from pgqueue.worker import Worker
 
 __all__ = ["Queue", "QueueStats", "default_queue", "set_default_queue"]
@@ -144,8 +150,18 @@ class Queue:
         return Envelope.build(job, config, queue=queue, priority=priority), config
 
     async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
-                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
-        """Enqueue one job; returns its id. See :meth:`Job.dispatch`."""
+                   priority: int | None = None, connection: str | None = None,
+                   unique_key: str | None = None, unique_scope: str = "queued",
+                   unique_for: float | None = None) -> uuid.UUID:
+        """Enqueue one job; returns its id. See :meth:`Job.dispatch`.
+
+        With ``unique_key`` it is :meth:`push_unique` and returns the id of the job holding the
+        key (an earlier one for a duplicate).
+        """
+        if unique_key is not None:
+            return (await self.push_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
+                                           delay=delay, queue=queue, priority=priority,
+                                           connection=connection)).id
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
@@ -158,6 +174,47 @@ class Queue:
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return envelope.id
+
+    async def push_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
+                          conn: Any = None, delay: float = 0.0, queue: str | None = None,
+                          priority: int | None = None, connection: str | None = None,
+                          raise_on_duplicate: bool = False) -> UniqueDispatch:
+        """Enqueue one job unless a job already holds ``key``; PostgreSQL decides, race-free.
+
+        ``scope``: ``"queued"`` (default: while a job of the key waits, ready or delayed),
+        ``"active"`` (while one waits or runs) or ``"period"`` (for ``period`` seconds after
+        the dispatch that took the key, even once that job finished). Returns the id of the job
+        holding the key and whether it is an earlier one (``duplicate``, nothing inserted);
+        ``raise_on_duplicate=True`` raises QueueDuplicateError instead. With ``conn`` the job
+        joins the caller's transaction; while another transaction holds the key uncommitted,
+        this call waits for it to end.
+        """
+        if scope not in ("queued", "active", "period"):
+            raise QueueConfigurationError(
+                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
+        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
+            raise QueueConfigurationError(
+                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
+        if (scope == "period") != (period is not None):
+            raise QueueConfigurationError(
+                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        delay = _check_delay(delay, envelope.name)
+        if config.driver == "sync":
+            raise QueueDispatchError(
+                f"job {envelope.name!r}: unique keys need a database connection; {config.name!r} runs jobs at dispatch")
+        text = envelope.encode(config.max_payload_bytes)
+        what = f"dispatching job {envelope.name!r} with unique key {key!r}"
+        period_seconds = None if period is None else float(period)
+        if conn is not None:
+            result = await Store.enqueue_unique_on(conn, text, delay, key, scope, period_seconds, what=what)
+        else:
+            result = await (await self._store(config)).enqueue_unique(text, delay, key, scope, period_seconds,
+                                                                      what=what)
+        if result.duplicate and raise_on_duplicate:
+            raise QueueDuplicateError(
+                f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
+        return result
 
     def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
@@ -364,6 +421,12 @@ class _InlineSettler:
 
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
         return seconds
+
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        raise QueueDispatchError(
+            f"job {self._envelope.name!r}: snooze() is not available on the sync connection "
+            f"{self._envelope.connection!r} (the job runs once, at dispatch)"
+        )
 
     async def record(self, error: Exception, reason: str) -> None:
         exception, message, trace = describe(error)

@@ -23,7 +23,7 @@ from pgqueue.config import ConnectionConfig
 from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueLeaseError, QueuePayloadError
-from pgqueue.jobs import Job, has_sync_handle, lookup
+from pgqueue.jobs import Job, has_sync_handle, lookup, registered_jobs
 from pgqueue.resources import query
 from pgqueue.storage import is_transient, translate
 from pgqueue.store import Store
@@ -31,6 +31,7 @@ from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
+from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -82,6 +83,9 @@ class _Settler:
         left = await self._one("extend", (job_id, token, seconds))
         return None if left is None else float(left)
 
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        return await self._worker.store.snooze(job_id, token, delay)
+
 
 class Worker:
     """Runs jobs of one connection's queues.
@@ -127,6 +131,8 @@ class Worker:
         threads: the thread pool that runs sync handlers (a plain ``def handle``), at most this
             many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
             thread holds one of the ``concurrency`` slots and its time limit runs.
+        schedules: enqueue the due ticks of the periodic jobs registered in this process for
+            this connection (default True; every worker may, each tick is enqueued once).
     """
 
     def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
@@ -135,7 +141,8 @@ class Worker:
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
-                 heartbeat: bool | None = None, threads: int | None = None) -> None:
+                 heartbeat: bool | None = None, threads: int | None = None,
+                 schedules: bool = True) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -172,6 +179,9 @@ class Worker:
                         "the lease: a handler that does not call context.extend() is stopped %gs before its "
                         "%gs lease ends", config.name, config.lease_margin, self.lease)
         self.threads = threads if threads is not None else min(concurrency, 32)
+        #: The periodic-job scheduler (issue 13): ticks of this process's registered schedules.
+        self.scheduler = Scheduler(self.store, config, declared_schedules(
+            list(registered_jobs().values()), config.name) if schedules else [])
         self._thread_pool: ThreadPoolExecutor | None = None
         self.fetch_cooldown = float(fetch_cooldown)
         self.scope = scope
@@ -292,6 +302,7 @@ class Worker:
         heartbeat_task: asyncio.Task[None] | None = None
         if self.heartbeat is not None:
             heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
+        scheduler_task = asyncio.create_task(self.scheduler.run(), name="pgqueue-scheduler")
         cancelled = False
         try:
             await self._warn_about_unknown_queues()
@@ -300,6 +311,9 @@ class Worker:
             cancelled = True
             self.stop()
         finally:
+            scheduler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scheduler_task
             if maintenance_task is not None:
                 # A VACUUM in progress is cancelled on the server; its connection closes.
                 maintenance_task.cancel()
