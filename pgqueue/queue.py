@@ -189,15 +189,7 @@ class Queue:
         joins the caller's transaction; while another transaction holds the key uncommitted,
         this call waits for it to end.
         """
-        if scope not in ("queued", "active", "period"):
-            raise QueueConfigurationError(
-                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
-            raise QueueConfigurationError(
-                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
-        if (scope == "period") != (period is not None):
-            raise QueueConfigurationError(
-                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
+        self._check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
@@ -239,13 +231,22 @@ class Queue:
         return envelope.id
 
     async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
-                        queue: str | None = None, connection: str | None = None) -> list[uuid.UUID]:
+                        queue: str | None = None, connection: str | None = None,
+                        unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
+                        unique_for: float | None = None) -> list[uuid.UUID]:
         """Enqueue many jobs in one round trip; returns their ids in order.
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
         one database; with ``conn`` they join the caller's transaction. Every job is validated
         as :meth:`push` does before anything is stored: one bad job stores none.
+
+        ``unique_keys`` (one per job, None for a job without a key) makes it
+        :meth:`push_unique_many`: the ids returned are those of the jobs holding each key.
         """
+        if unique_keys is not None:
+            dispatched = await self.push_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
+                                                     conn=conn, delay=delay, queue=queue, connection=connection)
+            return [d.id for d in dispatched]
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
         if not encoded.ids:
             return []
@@ -256,6 +257,48 @@ class Queue:
         else:
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return encoded.ids
+
+    async def push_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+                               period: float | None = None, conn: Any = None,
+                               delay: float | Iterable[float] = 0.0, queue: str | None = None,
+                               connection: str | None = None) -> list[UniqueDispatch]:
+        """:meth:`push_unique` for many jobs, in one transaction (the caller's with ``conn``).
+
+        ``keys`` has one key per job (None: that job has no key). A key repeated inside the
+        batch, or held by an existing job, gives the holder's id with ``duplicate=True``. One
+        statement per job (unlike :meth:`push_many`): each needs its own conflict check.
+        """
+        jobs = list(jobs)
+        if isinstance(keys, str) or len(keys) != len(jobs):
+            raise QueueDispatchError(f"push_unique_many: {len(jobs)} jobs need one key each (None for none), "
+                                     f"got {keys!r}"[:300])
+        if not jobs:
+            return []
+        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
+        for key in keys:
+            if key is not None:
+                self._check_unique(key, scope, period)
+        texts = _split_envelopes(encoded.text)
+        what = f"dispatching {len(jobs)} jobs with unique keys"
+        period_seconds = None if period is None else float(period)
+        if conn is not None:
+            return await Store.enqueue_unique_many_on(conn, texts, delays, list(keys), scope, period_seconds,
+                                                      what=what)
+        store = await self._store(encoded.connections[0])
+        return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
+
+    @staticmethod
+    def _check_unique(key: object, scope: str, period: float | None) -> None:
+        if scope not in ("queued", "active", "period"):
+            raise QueueConfigurationError(
+                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
+        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
+            raise QueueConfigurationError(
+                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
+        if (scope == "period") != (period is not None):
+            raise QueueConfigurationError(
+                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None) -> EncodedJobs:
@@ -392,6 +435,11 @@ class Queue:
         store = await self._store(config)
         return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
                       concurrency=concurrency, **options)
+
+
+def _split_envelopes(array_text: str) -> list[str]:
+    """The envelopes of an encoded JSON array, each as its own JSON text."""
+    return [json.dumps(e) for e in json.loads(array_text)]
 
 
 class _InlineSettler:

@@ -241,6 +241,38 @@ class Store:
                 row = driver.execute(query("enqueue_unique"), params).fetchone()
         return _unique_dispatch(row)
 
+    async def enqueue_unique_many(self, envelopes: list[str], delays: list[float], keys: list[str | None],
+                                  scope: str, period: float | None, *,
+                                  what: str = "dispatching jobs") -> list[UniqueDispatch]:
+        """:meth:`enqueue_unique` for many envelopes in one transaction; a None key enqueues plainly."""
+        with storage_errors(what):
+            async with self._pool.connection() as conn, conn.transaction():
+                return await Store.enqueue_unique_many_on(conn, envelopes, delays, keys, scope, period, what=what)
+
+    @staticmethod
+    async def enqueue_unique_many_on(conn: Any, envelopes: list[str], delays: list[float],
+                                     keys: list[str | None], scope: str, period: float | None, *,
+                                     what: str = "dispatching jobs") -> list[UniqueDispatch]:
+        """:meth:`enqueue_unique_many` on the caller's connection or session, inside its transaction."""
+        results: list[UniqueDispatch] = []
+        with storage_errors(what):
+            driver = await async_driver_connection(conn)
+            for envelope, delay, key in zip(envelopes, delays, keys, strict=True):
+                params: tuple[Any, ...]
+                if key is None:
+                    statement, params = query("enqueue"), (envelope, delay)
+                else:
+                    statement, params = query("enqueue_unique"), (envelope, delay, key, scope, period)
+                if isinstance(driver, psycopg.AsyncConnection):
+                    row = await (await driver.execute(statement, params)).fetchone()
+                else:
+                    row = driver.execute(statement, params).fetchone()
+                if key is None:
+                    results.append(UniqueDispatch(id=_first(row), duplicate=False))
+                else:
+                    results.append(_unique_dispatch(row))
+        return results
+
     async def schedule_sync(self, names: list[str], expressions: list[str], timezones: list[str],
                             catch_ups: list[int]) -> list[ScheduleState]:
         """Declare a worker's schedules; the database clock, change time and last tick of each."""
