@@ -35,7 +35,7 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
-from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.queue import Queue, QueueStats, ScheduleInfo, default_queue, set_default_queue
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
 from pgqueue.store import UniqueDispatch
@@ -64,6 +64,7 @@ __all__ = [
     "QueueStats",
     "QueueStorageError",
     "Schedule",
+    "ScheduleInfo",
     "Settings",
     "SyncJobContext",
     "UniqueDispatch",

@@ -8,6 +8,8 @@ import logging
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +27,14 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job, has_sync_handle, set_default_dispatcher
+from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import QueueStats, Store, UniqueDispatch, record_failure_on
 from pgqueue.worker import Worker
+from pgqueue.worker.scheduler import declared_schedules
 
-__all__ = ["Queue", "QueueStats", "default_queue", "set_default_queue"]
+__all__ = ["Queue", "QueueStats", "ScheduleInfo", "default_queue", "set_default_queue"]
 
 logger = logging.getLogger("pgqueue")
 
@@ -378,6 +381,21 @@ class Queue:
         if context.failure is not None:
             raise context.failure
 
+    # --------------------------------------------------------------- schedules
+    async def schedules(self, connection: str | None = None) -> list[ScheduleInfo]:
+        """The periodic jobs registered in this process for a connection, with their last enqueued
+        tick (``pgqueue.schedule_ticks``) and next tick, both by the database clock."""
+        config = self.settings.connection(connection)
+        declared = declared_schedules(list(registered_jobs().values()), config.name)
+        if not declared:
+            return []
+        store = await self._store(config)
+        found = {row.name: row for row in await store.schedule_ticks([s.job_name for _, s in declared])}
+        return [ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone, catch_up=s.catch_up,
+                             args=dict(s.args), last_tick=found[s.job_name].last_tick,
+                             next_tick=s.next_tick(found[s.job_name].now))
+                for _, s in declared]
+
     # ------------------------------------------------------------- failed jobs
     async def failed(self, connection: str | None = None) -> FailedJobRepository:
         """The failed-jobs repository of a connection's database."""
@@ -495,6 +513,26 @@ class _InlineSettler:
         except (psycopg.Error, QueueStorageError) as exc:
             logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
                          self._envelope.id, self._envelope.name, exc)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A periodic job as ``Queue.schedules()`` and ``pgqueue schedule:list`` show it."""
+
+    name: str
+    expression: str
+    timezone: str
+    catch_up: int
+    args: dict[str, Any]
+    last_tick: datetime | None
+    next_tick: datetime
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready: times as ISO 8601 strings."""
+        return {"name": self.name, "expression": self.expression, "timezone": self.timezone,
+                "catch_up": self.catch_up, "args": self.args,
+                "last_tick": None if self.last_tick is None else self.last_tick.isoformat(),
+                "next_tick": self.next_tick.isoformat()}
 
 
 _default: Queue | None = None

@@ -71,13 +71,11 @@ class ScheduleState:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleRow:
-    """A stored schedule as ``schedule:list`` shows it."""
+    """A schedule's last enqueued tick (None: none yet), with the database clock."""
 
     name: str
-    expression: str
-    timezone: str
-    seen_at: datetime
     last_tick: datetime | None
+    now: datetime
 
 
 def _unique_dispatch(row: Sequence[Any] | None) -> UniqueDispatch:
@@ -289,7 +287,7 @@ class Store:
         return None if row is None else row[0]
 
     async def schedule_ticks(self, names: list[str]) -> list[ScheduleRow]:
-        """Per stored schedule among ``names``: expression, timezone, when last seen, last tick."""
+        """Per schedule among ``names``: its last enqueued tick, and the database clock."""
         with storage_errors("reading schedules"):
             async with self._pool.connection() as conn:
                 cur = await conn.execute(query("schedule_ticks"), (names,))

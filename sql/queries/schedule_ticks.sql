@@ -1,5 +1,6 @@
--- Per schedule name: the last enqueued tick (for schedule:list).
-select s.name, s.expression, s.timezone, s.seen_at, max(t.tick) as last_tick
-from pgqueue.schedules s left join pgqueue.schedule_ticks t on t.schedule = s.name
-where s.name = any(%s::text[])
-group by s.name, s.expression, s.timezone, s.seen_at
+-- Per schedule name given: the last enqueued tick (null: none yet) and the database clock.
+select d.name, max(t.tick) as last_tick, clock_timestamp() as now
+from unnest(%s::text[]) as d(name)
+left join pgqueue.schedule_ticks t on t.schedule = d.name
+group by d.name
+order by d.name
