@@ -386,7 +386,7 @@ class Queue:
         """The periodic jobs registered in this process for a connection, with their last enqueued
         tick (``pgqueue.schedule_ticks``) and next tick, both by the database clock."""
         config = self.settings.connection(connection)
-        declared = declared_schedules(list(registered_jobs().values()), config.name)
+        declared = declared_schedules(self._scheduled_jobs(config), config.name)
         if not declared:
             return []
         store = await self._store(config)
@@ -451,8 +451,17 @@ class Queue:
             if problem is not None:  # no job can be on such a queue: the worker would idle forever
                 raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         store = await self._store(config)
+        if options.get("schedules", True) is True:
+            options["schedules"] = self._scheduled_jobs(config)
         return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
                       concurrency=concurrency, **options)
+
+    def _scheduled_jobs(self, config: ConnectionConfig) -> list[type[Job]]:
+        """The registered periodic jobs whose connection (the job's, else the default) is ``config``."""
+        default = self.settings.connection(None).name
+        return [job_type for job_type in registered_jobs().values()
+                if getattr(job_type, "schedule", None) is not None
+                and (job_type.connection or default) == config.name]
 
 
 def _split_envelopes(array_text: str) -> list[str]:

@@ -18,6 +18,7 @@ import psycopg
 
 from pgqueue.config import ConnectionConfig
 from pgqueue.envelope import Envelope
+from pgqueue.errors import QueueError
 from pgqueue.jobs import Job
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.storage import is_transient
@@ -62,10 +63,13 @@ class Scheduler:
                 sleep = await self.tick()
             except (psycopg.Error, OSError) as exc:
                 if isinstance(exc, psycopg.Error) and not is_transient(exc):
-                    logger.error("pgqueue scheduler: %s; retrying in %.0f s", exc, MAX_SLEEP)
+                    logger.error("pgqueue scheduler: %s; retrying in 1 s", exc)
                 else:
-                    logger.warning("pgqueue scheduler: database unavailable (%s); retrying", exc)
+                    logger.warning("pgqueue scheduler: database unavailable (%s); retrying in 1 s", exc)
                 sleep = 1.0
+            except Exception:  # a scheduler bug must not take the worker down: its jobs still run
+                logger.exception("pgqueue scheduler: unexpected error; retrying in %.0f s", MAX_SLEEP)
+                sleep = MAX_SLEEP
             await asyncio.sleep(sleep)
 
     async def tick(self) -> float:
@@ -83,9 +87,15 @@ class Scheduler:
             # current form (first seen, or changed by a deploy).
             after = state.changed_at if state.last_tick is None else max(state.last_tick, state.changed_at)
             for tick in schedule.due_ticks(after, state.now):
-                job = job_type.from_args(dict(schedule.args))
-                envelope = Envelope.build(job, self._config, queue=None, priority=None)
-                text = envelope.encode(self._config.max_payload_bytes)
+                try:
+                    job = job_type.from_args(dict(schedule.args))
+                    envelope = Envelope.build(job, self._config, queue=None, priority=None)
+                    text = envelope.encode(self._config.max_payload_bytes)
+                except QueueError as exc:
+                    # One schedule's bad args must not stop the others (nor the worker).
+                    logger.error("pgqueue scheduler: job %r: its schedule_args cannot be dispatched (%s); "
+                                 "tick %s skipped: fix schedule_args and deploy", schedule.job_name, exc, tick)
+                    continue
                 if await self._store.enqueue_tick(schedule.job_name, tick, text) is not None:
                     self.enqueued += 1
             wait = min(wait, (schedule.next_tick(state.now) - state.now).total_seconds())

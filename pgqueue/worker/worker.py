@@ -131,8 +131,9 @@ class Worker:
         threads: the thread pool that runs sync handlers (a plain ``def handle``), at most this
             many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
             thread holds one of the ``concurrency`` slots and its time limit runs.
-        schedules: enqueue the due ticks of the periodic jobs registered in this process for
-            this connection (default True; every worker may, each tick is enqueued once).
+        schedules: enqueue the due ticks of periodic jobs (default True: those registered in this
+            process whose connection is this one or unset; ``Queue.worker`` passes the list that
+            resolves to this connection; False: none). Every worker may: each tick is enqueued once.
     """
 
     def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
@@ -142,7 +143,7 @@ class Worker:
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
                  heartbeat: bool | None = None, threads: int | None = None,
-                 schedules: bool = True) -> None:
+                 schedules: bool | Sequence[type[Job]] = True) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -180,8 +181,8 @@ class Worker:
                         "%gs lease ends", config.name, config.lease_margin, self.lease)
         self.threads = threads if threads is not None else min(concurrency, 32)
         #: The periodic-job scheduler (issue 13): ticks of this process's registered schedules.
-        self.scheduler = Scheduler(self.store, config, declared_schedules(
-            list(registered_jobs().values()), config.name) if schedules else [])
+        scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
+        self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
         self._thread_pool: ThreadPoolExecutor | None = None
         self.fetch_cooldown = float(fetch_cooldown)
         self.scope = scope
