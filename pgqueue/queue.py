@@ -161,6 +161,9 @@ class Queue:
         With ``unique_key`` it is :meth:`push_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate).
         """
+        if unique_key is None and type(job).unique_by:
+            unique_key = job.derived_unique_key()
+            unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
         if unique_key is not None:
             return (await self.push_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
                                            delay=delay, queue=queue, priority=priority,
@@ -246,6 +249,16 @@ class Queue:
         ``unique_keys`` (one per job, None for a job without a key) makes it
         :meth:`push_unique_many`: the ids returned are those of the jobs holding each key.
         """
+        if unique_keys is None and not isinstance(jobs, list | tuple):
+            jobs = list(jobs)
+        if unique_keys is None and any(type(j).unique_by for j in jobs):
+            jobs = list(jobs)
+            derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs if type(j).unique_by}
+            if len(derived) > 1:
+                raise QueueDispatchError("push_many: the jobs' classes derive unique keys of different scopes "
+                                         f"{sorted(derived, key=str)}; dispatch them in one batch per scope")
+            (unique_scope, unique_for), = derived
+            unique_keys = [j.derived_unique_key() for j in jobs]
         if unique_keys is not None:
             dispatched = await self.push_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
                                                      conn=conn, delay=delay, queue=queue, connection=connection)

@@ -209,3 +209,36 @@ async def test_push_many_with_keys_repeated_in_the_batch_and_held_by_existing_jo
 def queue_settings(dsn: str) -> Settings:
     """The tests' settings for a Queue of their own."""
     return settings_for(dsn)
+
+
+class InvoiceByClass(Job):
+    """Derives its key from its args: one queued job per invoice."""
+
+    name = "tests.unique.invoice_by_class"
+    unique_by = ("invoice_id",)
+    unique_scope = "active"
+
+    invoice_id: int
+    note: str = ""
+
+    async def handle(self, context: JobContext) -> None:
+        return None
+
+
+async def test_a_class_derives_its_key_from_args(queue: Queue, dsn: str) -> None:
+    first = await InvoiceByClass(invoice_id=1, note="a").dispatch(using=queue)
+    assert await InvoiceByClass(invoice_id=1, note="b").dispatch(using=queue) == first
+    other = await InvoiceByClass(invoice_id=2).dispatch(using=queue)
+    ids = await queue.push_many([InvoiceByClass(invoice_id=2), InvoiceByClass(invoice_id=3)])
+    assert ids[0] == other and ids[1] not in (first, other)
+    keys = sorted(r["unique_key"] for r in await rows(dsn, "select unique_key from pgqueue.jobs"))
+    assert keys == ['tests.unique.invoice_by_class:{"invoice_id":1}', 'tests.unique.invoice_by_class:{"invoice_id":2}',
+                    'tests.unique.invoice_by_class:{"invoice_id":3}']
+    assert {r["unique_scope"] for r in await rows(dsn, "select unique_scope from pgqueue.jobs")} == {"active"}
+    # An explicit key wins over the derived one; Job.dispatch takes it too.
+    assert await Invoice(invoice_id=1).dispatch(using=queue, unique_key="x") == \
+        await Invoice(invoice_id=9).dispatch(using=queue, unique_key="x")
+    with pytest.raises(QueueConfigurationError, match="unique_by must be a tuple of arg names"):
+        class Wrong(Job, register=False):
+            unique_by = ("nope",)
+            invoice_id: int
