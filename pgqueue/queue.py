@@ -161,7 +161,7 @@ class Queue:
         With ``unique_key`` it is :meth:`push_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate).
         """
-        if unique_key is None and type(job).unique_by:
+        if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
         if unique_key is not None:
@@ -251,9 +251,10 @@ class Queue:
         """
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
-        if unique_keys is None and any(type(j).unique_by for j in jobs):
+        if unique_keys is None and any(getattr(type(j), "unique_by", None) for j in jobs):
             jobs = list(jobs)
-            derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs if type(j).unique_by}
+            derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs
+                       if getattr(type(j), "unique_by", None)}
             if len(derived) > 1:
                 raise QueueDispatchError("push_many: the jobs' classes derive unique keys of different scopes "
                                          f"{sorted(derived, key=str)}; dispatch them in one batch per scope")
