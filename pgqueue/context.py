@@ -16,8 +16,9 @@ from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 _T = TypeVar("_T")
 
 
-class Settler(Protocol):
-    """Carries a handler's decisions to storage. Each call returns whether the fence matched."""
+class Decisions(Protocol):
+    """Where a context sends the decisions taken about its reservation (the worker's executor, or
+    ``Queue.run_inline``). Each call returns whether the fence matched (the lease was still held)."""
 
     async def delete(self, job_id: uuid.UUID, token: int) -> bool: ...
 
@@ -42,7 +43,7 @@ def describe(error: BaseException) -> tuple[str, str, str]:
 class JobContext:
     """One execution of one job: read-only facts and at most one decision.
 
-    Decisions (``release``, ``delete``, ``fail``) settle the reservation; after one has
+    Decisions (``release``, ``delete``, ``fail``) end the reservation; after one has
     completed, any further one raises :class:`~pgqueue.QueueLeaseError`, and so does a
     decision the fence refuses because the lease was lost. Of two tasks racing to decide,
     exactly one wins. ``extend`` renews the lease and may be called any number of times.
@@ -58,17 +59,17 @@ class JobContext:
         "_connection",
         "_deadline",
         "_decided",
+        "_decisions",
         "_failure",
         "_id",
         "_lease_listener",
         "_queue",
-        "_settler",
         "_token",
         "max_tries",
     )
 
     def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, max_tries: int, queue: str,
-                 connection: str, lease_seconds_left: float, settler: Settler) -> None:
+                 connection: str, lease_seconds_left: float, decisions: Decisions) -> None:
         self._id = job_id
         self._token = token
         self._attempts = attempts
@@ -76,12 +77,12 @@ class JobContext:
         self._queue = queue
         self._connection = connection
         self._deadline = time.monotonic() + lease_seconds_left
-        self._settler = settler
+        self._decisions = decisions
         self._decided: str | None = None
         self._failure: BaseException | None = None
         self._cancelled = False
-        # Set by the worker while the handler runs: told when the lease end moves, so the
-        # handler's time limit follows it.
+        # Set by the worker while the handler runs (watch_lease): told when the lease end moves,
+        # so the handler's time limit follows it.
         self._lease_listener: Callable[[], None] | None = None
 
     # ------------------------------------------------------------- read-only facts
@@ -112,7 +113,7 @@ class JobContext:
 
     @property
     def finished(self) -> bool:
-        """Whether a decision has settled this reservation (or the lease was found lost)."""
+        """Whether a decision has ended this reservation (or the lease was found lost)."""
         return self._decided is not None
 
     @property
@@ -159,7 +160,7 @@ class JobContext:
     async def release(self, delay: float = 0.0) -> None:
         """Put the job back on its queue, available again after ``delay`` seconds. The attempt counts."""
         self._claim("release", "released")
-        if not await self._settler.release(self._id, self._token, delay):
+        if not await self._decisions.release(self._id, self._token, delay):
             raise self._refused("release")
 
     async def snooze(self, delay: float) -> None:
@@ -170,7 +171,7 @@ class JobContext:
         QueueRetryError and changes nothing; the handler may then fail or release instead.
         """
         self._claim("snooze", "snoozed")
-        outcome = await self._settler.snooze(self._id, self._token, float(delay))
+        outcome = await self._decisions.snooze(self._id, self._token, float(delay))
         if outcome == "not_yours":
             raise self._refused("snooze")
         if outcome == "past_deadline":
@@ -183,7 +184,7 @@ class JobContext:
     async def delete(self) -> None:
         """Remove the job without running it further (it counts as done)."""
         self._claim("delete", "deleted")
-        if not await self._settler.delete(self._id, self._token):
+        if not await self._decisions.delete(self._id, self._token):
             raise self._refused("delete")
 
     async def fail(self, error: BaseException | str) -> None:
@@ -193,7 +194,7 @@ class JobContext:
             error = RuntimeError(error)
         self._failure = error
         exception, message, trace = describe(error)
-        if not await self._settler.fail(self._id, self._token, exception, message, trace, "failed_by_handler"):
+        if not await self._decisions.fail(self._id, self._token, exception, message, trace, "failed_by_handler"):
             raise self._refused("fail")
 
     async def extend(self, seconds: float) -> float:
@@ -211,7 +212,7 @@ class JobContext:
         if self._decided is not None:
             raise QueueLeaseError(f"job {self._id}: cannot extend — the reservation was already {self._decided}")
         sent = time.monotonic()
-        left = await self._settler.extend(self._id, self._token, float(seconds))
+        left = await self._decisions.extend(self._id, self._token, float(seconds))
         if left is None:
             raise self._refused("extend")
         self._lease_renewed(sent + left)
@@ -234,12 +235,23 @@ class JobContext:
             self._lease_listener()
         return True
 
-    def _settle_internally(self, decision: str) -> bool:
-        """For the worker: claim a decision if none was taken yet; False if the handler decided."""
+    # The executor's side of the context (pgqueue/worker/executor.py): a handler never calls these.
+    def claim_decision(self, decision: str) -> bool:
+        """For the worker: take ``decision`` ("acked", "released", "failed", "lost") for a handler
+        that took none; False if the handler (or the heartbeat) decided first. Sends nothing: the
+        caller carries the decision out."""
         if self._decided is not None:
             return False
         self._decided = decision
         return True
+
+    def mark_cancelled(self) -> None:
+        """For the worker: the handler was stopped (time limit, lost lease, forced stop)."""
+        self._cancelled = True
+
+    def watch_lease(self, listener: Callable[[], None] | None) -> None:
+        """For the worker: call ``listener`` whenever the lease end moves (None: stop)."""
+        self._lease_listener = listener
 
     def __repr__(self) -> str:
         return (f"JobContext(id={self._id}, attempts={self._attempts}, queue={self._queue!r}, "
@@ -299,7 +311,7 @@ class SyncJobContext:
 
     @property
     def finished(self) -> bool:
-        """Whether a decision has settled this reservation (or the lease was found lost)."""
+        """Whether a decision has ended this reservation (or the lease was found lost)."""
         return self._context.finished
 
     @property

@@ -24,7 +24,7 @@ class QueueRetryError(QueueError):
 
 
 class QueueLeaseError(QueueError):
-    """A transition was refused: the reservation was already settled, or its lease was lost."""
+    """A transition was refused: the reservation already has a decision, or its lease was lost."""
 
 
 class QueueStorageError(QueueError):

@@ -54,15 +54,6 @@ def run_sql_files(files: Mapping[str, str]) -> None:
             _execute_verbatim(text)
 
 
-def drop_schema() -> None:
-    """Remove everything pgqueue installed (the ``pgqueue`` schema and its objects)."""
-    statement = "drop schema if exists pgqueue cascade;"
-    if context.is_offline_mode():
-        context.get_context().impl.static_output(statement)
-    else:
-        _execute_verbatim(statement)
-
-
 def _execute_verbatim(text: str) -> None:
     # Straight to the driver cursor without parameters, so that `%` in comments and
     # PL/pgSQL format() strings is not taken for a placeholder. Same connection, same

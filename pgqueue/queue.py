@@ -369,9 +369,10 @@ class Queue:
             )
         dsn = self.settings.database_dsn()
         database = self.settings.connection("database")
-        settler = _InlineSettler(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
+        decisions = _InlineDecisions(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
         context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
-                             connection=envelope.connection, lease_seconds_left=envelope.timeout, settler=settler)
+                             connection=envelope.connection, lease_seconds_left=envelope.timeout,
+                             decisions=decisions)
         # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
         runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
         try:
@@ -388,9 +389,9 @@ class Queue:
         except BaseException as exc:
             if isinstance(exc, TimeoutError | asyncio.CancelledError):
                 # A sync handler's thread cannot be stopped and runs on: context.cancelled asks it to.
-                context._cancelled = True
+                context.mark_cancelled()
             if isinstance(exc, Exception):
-                await settler.record(exc, "exception")
+                await decisions.record(exc, "exception")
             raise
         if context.failure is not None:
             raise context.failure
@@ -483,8 +484,8 @@ def _split_envelopes(array_text: str) -> list[str]:
     return [json.dumps(e) for e in json.loads(array_text)]
 
 
-class _InlineSettler:
-    """Decisions of a job run by the sync driver: there is no reservation to settle."""
+class _InlineDecisions:
+    """Decisions of a job run by the sync driver: there is no reservation, only failures to record."""
 
     def __init__(self, store: Callable[[], Awaitable[Store]], dsn: str | None, envelope: Envelope, *,
                  own_loop: bool = False) -> None:

@@ -119,15 +119,8 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-# Phase 2 of issue 12 moves the worker onto the store (the store already has the methods it
-# will call: reserve, ack, release, release_unstarted, fail, extend, next_due,
-# table_statistics, the vacuum lock, listen); until then these still read query() themselves.
-WORKER_PHASE_2 = {LIBRARY / "worker" / name for name in ("worker.py", "notifier.py", "maintenance.py",
-                                                          "completer.py")}
-
-
 def test_only_the_store_runs_named_statements() -> None:
-    allowed = {LIBRARY / "store.py", LIBRARY / "resources.py", *WORKER_PHASE_2}
+    allowed = {LIBRARY / "store.py", LIBRARY / "resources.py"}
     offenders = []
     for path in [*LIBRARY.rglob("*.py"), *CLI.rglob("*.py")]:
         if path in allowed:

@@ -1,6 +1,7 @@
 """What becomes of a job after its execution: retries with backoff, deadlines, the timeout
 clipped by the lease, the handler's own decisions, the fence, terminal failures decided
-before any handler runs, and the per-execution scope."""
+before any handler runs, and the per-execution scope; and each decision a handler's context
+can take, with its facts, its fencing and its races (one harness: handlers are hooks)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import contextvars
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import psycopg
 import pytest
 
 from pgqueue import JobContext, Queue, QueueLeaseError, QueuePayloadError
+from tests.api_support import failed_rows, job_rows, run_worker
 from tests.helpers import envelope
 from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
 from tests.worker_support import failures, finish, hooks, jobs, queue, rows, scalar
@@ -495,3 +498,208 @@ async def test_scope_wraps_each_execution(queue: Queue, hooks: Any, dsn: str) ->
         assert exited == ("exit", job_id, attempt)
     assert sorted((e[0][1], e[0][2]) for e in executions) == sorted([(first, 1), (second, 1), (second, 2)])
     assert await rows(dsn, "select 1 from pgqueue.jobs") == []
+
+
+# ------------------------------------------------ the context's decisions, one by one
+# (formerly tests/test_api_context.py: the same assertions, through this file's hooks.)
+Decide = Callable[[JobContext, dict[str, Any]], Awaitable[None]]
+
+
+async def run_decision(queue: Queue, hooks: Any, decide: Decide, *, job: type[Probe] = Probe,
+                       ) -> tuple[uuid.UUID, dict[str, Any]]:
+    """Run one job whose handler records the context's facts, then calls ``decide(context, seen)``."""
+    seen: dict[str, Any] = {}
+
+    async def handler(job: Probe, context: JobContext) -> None:
+        seen.update(id=context.id, attempts=context.attempts, queue=context.queue, connection=context.connection,
+                    finished_before=context.finished, lease_left=context.lease_expires_in, token=context.token)
+        await decide(context, seen)
+
+    name = hooks(f"decide-{uuid.uuid4().hex[:6]}", handler)
+    job_id = await queue.push(job(hook=name))
+    await run_worker(queue)
+    return job_id, seen
+
+
+async def after_decision(context: JobContext, seen: dict[str, Any]) -> None:
+    """Record the decision taken, then try every other one: each must raise QueueLeaseError."""
+    seen.update(finished_after=context.finished, decision=context.decision, failure=context.failure)
+    await second_decision(context, seen)
+
+
+async def second_decision(context: JobContext, seen: dict[str, Any]) -> None:
+    errors = []
+    for attempt in (context.delete(), context.release(1.0), context.fail("again"), context.extend(30)):
+        try:
+            await attempt
+        except QueueLeaseError as exc:
+            errors.append(str(exc))
+    seen["second"] = errors
+
+
+async def expect_lost(context: JobContext, seen: dict[str, Any], decision: Awaitable[Any]) -> None:
+    try:
+        await decision
+    except QueueLeaseError as exc:
+        seen.update(lost=str(exc), decision=context.decision, finished_after=context.finished)
+    else:
+        seen["lost"] = None
+    await second_decision(context, seen)
+
+
+async def on_other_connection(dsn: str, sql: str, *params: Any) -> list[Any]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchall() if cur.description else []
+
+
+async def test_read_only_facts(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def nothing(context: JobContext, seen: dict[str, Any]) -> None:
+        return None
+
+    job_id, seen = await run_decision(queue, hooks, nothing)
+    assert seen["id"] == job_id
+    assert (seen["attempts"], seen["queue"], seen["connection"]) == (1, "default", "database")
+    assert seen["finished_before"] is False
+    assert 0 < seen["lease_left"] <= 90  # the connection's retry_after
+    assert seen["token"] > 0
+    assert job_rows(dsn) == []  # no decision: acknowledged
+
+
+def test_facts_cannot_be_assigned() -> None:
+    class Nothing:
+        async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+            return True
+
+    context = JobContext(job_id=uuid.uuid4(), token=1, attempts=2, max_tries=3, queue="q", connection="database",
+                         lease_seconds_left=10, decisions=Nothing())  # type: ignore[arg-type]
+    for fact in ("id", "attempts", "queue", "connection", "finished", "failure", "lease_expires_in", "token"):
+        with pytest.raises(AttributeError):
+            setattr(context, fact, None)
+    with pytest.raises(AttributeError):
+        context.something_new = 1  # type: ignore[attr-defined]
+    assert (context.attempts, context.queue, context.finished, context.failure) == (2, "q", False, None)
+
+
+async def test_attempts_count_up_across_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+    attempts: list[int] = []
+
+    async def flaky(context: JobContext, seen: dict[str, Any]) -> None:
+        attempts.append(context.attempts)
+        if context.attempts < 3:
+            raise RuntimeError("not yet")
+
+    await run_decision(queue, hooks, flaky, job=Retrying)  # tries=3, no backoff
+    assert attempts == [1, 2, 3]
+    assert job_rows(dsn) == [] and failed_rows(dsn) == []
+
+
+async def test_release_puts_the_job_back_with_its_delay(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def release(context: JobContext, seen: dict[str, Any]) -> None:
+        await context.release(delay=600)
+        await after_decision(context, seen)
+
+    job_id, seen = await run_decision(queue, hooks, release)
+    assert (seen["finished_after"], seen["decision"]) == (True, "released")
+    [row] = job_rows(dsn)
+    assert row["id"] == job_id and row["token"] is None and row["attempts"] == 1
+    assert 590 < row["due_in"] <= 600
+    assert len(seen["second"]) == 4 and all("already released" in e for e in seen["second"])
+
+
+async def test_delete_removes_the_job(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def delete(context: JobContext, seen: dict[str, Any]) -> None:
+        await context.delete()
+        await after_decision(context, seen)
+
+    _, seen = await run_decision(queue, hooks, delete)
+    assert seen["decision"] == "deleted"
+    assert job_rows(dsn) == [] and failed_rows(dsn) == []
+    assert all("already deleted" in e for e in seen["second"])
+
+
+async def test_fail_moves_the_job_to_failed_jobs_at_once(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def fail(context: JobContext, seen: dict[str, Any]) -> None:
+        await context.fail(ValueError(f"{context.id} is invalid"))
+        await after_decision(context, seen)
+
+    job_id, seen = await run_decision(queue, hooks, fail)
+    assert seen["decision"] == "failed"
+    assert isinstance(seen["failure"], ValueError)
+    assert job_rows(dsn) == []
+    [failure] = failed_rows(dsn)
+    assert failure["job_id"] == job_id and failure["reason"] == "failed_by_handler"
+    assert failure["exception"] == "ValueError" and failure["message"].endswith("is invalid")
+    assert failure["attempts"] == 1  # tries=3, but fail() does not retry
+    assert all("already failed" in e for e in seen["second"])
+
+
+async def test_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def extend(context: JobContext, seen: dict[str, Any]) -> None:
+        left = await context.extend(300)
+        rows = await on_other_connection(
+            dsn, "select extract(epoch from available_at - now()) from pgqueue.jobs where id = %s", context.id)
+        seen.update(extended=left, lease_after=context.lease_expires_in, db_left=float(rows[0][0]))
+
+    _, seen = await run_decision(queue, hooks, extend)
+    assert 290 < seen["extended"] <= 300
+    assert 280 < seen["lease_after"] <= 300
+    assert 290 < seen["db_left"] <= 300  # the database clock agrees
+    assert job_rows(dsn) == []  # returning afterwards still acknowledges
+
+
+async def test_a_decision_after_the_queue_was_cleared_is_refused(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def fence_clear(context: JobContext, seen: dict[str, Any]) -> None:
+        await on_other_connection(dsn, "select pgqueue.clear('default')")
+        await expect_lost(context, seen, context.delete())
+
+    _, seen = await run_decision(queue, hooks, fence_clear)
+    assert seen["lost"] is not None and "lease was lost" in seen["lost"]
+    assert (seen["decision"], seen["finished_after"]) == ("lost", True)
+    assert all("already lost" in e for e in seen["second"])
+    assert job_rows(dsn) == [] and failed_rows(dsn) == []
+
+
+async def test_a_decision_after_someone_else_reserved_the_job_is_refused(queue: Queue, hooks: Any,
+                                                                         dsn: str) -> None:
+    async def fence_reserve(context: JobContext, seen: dict[str, Any]) -> None:
+        # Expire the lease and let "another worker" reserve the job: its token replaces ours.
+        await on_other_connection(dsn, "update pgqueue.jobs set available_at = now() - interval '1 second'"
+                                       " where id = %s", context.id)
+        rows = await on_other_connection(dsn, "select token from pgqueue.reserve(array['default'], 1, 60)")
+        seen["thief_token"] = rows[0][0]
+        await expect_lost(context, seen, context.release(0))
+
+    job_id, seen = await run_decision(queue, hooks, fence_reserve)
+    assert seen["lost"] is not None and "refused" in seen["lost"]
+    [row] = job_rows(dsn)  # nothing changed: the other holder still has it
+    assert row["id"] == job_id and row["token"] == seen["thief_token"] != seen["token"]
+    assert row["attempts"] == 2 and row["due_in"] > 30
+
+
+async def test_an_extend_the_fence_refuses_raises(queue: Queue, hooks: Any, dsn: str) -> None:
+    async def fence_extend(context: JobContext, seen: dict[str, Any]) -> None:
+        await on_other_connection(dsn, "select pgqueue.clear('default')")
+        await expect_lost(context, seen, context.extend(30))
+
+    _, seen = await run_decision(queue, hooks, fence_extend)
+    assert seen["lost"] is not None and "extend refused" in seen["lost"]
+
+
+@pytest.mark.parametrize("fail_first", [True, False], ids=["race_fail_first", "race_release_first"])
+async def test_racing_fail_and_release_exactly_one_wins(queue: Queue, hooks: Any, dsn: str,
+                                                        fail_first: bool) -> None:
+    async def race(context: JobContext, seen: dict[str, Any]) -> None:
+        fail = context.fail(RuntimeError("fail won"))
+        release = context.release(delay=600)
+        racers = (fail, release) if fail_first else (release, fail)
+        results = await asyncio.gather(*(asyncio.create_task(r) for r in racers), return_exceptions=True)
+        seen.update(race=[type(r).__name__ for r in results], decision=context.decision)
+
+    job_id, seen = await run_decision(queue, hooks, race)
+    assert sorted(seen["race"]) == ["NoneType", "QueueLeaseError"]
+    if seen["decision"] == "failed":
+        assert job_rows(dsn) == [] and [f["job_id"] for f in failed_rows(dsn)] == [job_id]
+    else:
+        assert seen["decision"] == "released"
+        assert [r["id"] for r in job_rows(dsn)] == [job_id] and failed_rows(dsn) == []

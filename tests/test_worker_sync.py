@@ -134,7 +134,7 @@ async def test_a_sync_handlers_context_refuses_to_block_the_event_loop(dsn: str)
             cur = await conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)")
             [(job_id, token)] = await cur.fetchall()
     context = JobContext(job_id=job_id, token=token, attempts=1, max_tries=3, queue="default",
-                         connection="database", lease_seconds_left=60, settler=_NoSettler())
+                         connection="database", lease_seconds_left=60, decisions=_NoDecisions())
     facade = SyncJobContext(context, asyncio.get_running_loop())
     try:
         facade.extend(10)
@@ -145,7 +145,7 @@ async def test_a_sync_handlers_context_refuses_to_block_the_event_loop(dsn: str)
     assert (facade.id, facade.attempts, facade.cancelled) == (job_id, 1, False)
 
 
-class _NoSettler:
+class _NoDecisions:
     async def delete(self, job_id: uuid.UUID, token: int) -> bool:
         return True
 

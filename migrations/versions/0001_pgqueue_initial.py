@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pgqueue.migration_support import drop_schema, run_sql_files
+from pgqueue.migration_support import run_sql_files
 
 revision: str = "pgqueue_0001"
 down_revision: str | Sequence[str] | None = None
@@ -56,10 +56,16 @@ FILES = {
         "ccab0ae88997dc109d3ebcf7514875d0d324684e054dd6c86327f2590cc535ec",
 }
 
+# The downgrade: drop the pgqueue schema and everything in it.
+DOWNGRADE_FILES = {
+    "revisions/0001/0001_downgrade.sql":
+        "2aaf68227f8c920074e237ac48d2d7656184d35bfe725df9abc6d7834aedea30",
+}
+
 
 def upgrade() -> None:
     run_sql_files(FILES)
 
 
 def downgrade() -> None:
-    drop_schema()
+    run_sql_files(DOWNGRADE_FILES)

@@ -1,4 +1,4 @@
-"""The completer: acknowledges finished jobs in batches, one statement per flush."""
+"""The completer: owns every ack of a worker — batched, riding with a reservation, or a handler's own."""
 
 from __future__ import annotations
 
@@ -7,18 +7,17 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from pgqueue.resources import query
+from pgqueue.store import Store
 
 logger = logging.getLogger("pgqueue.worker")
 
 
 class Completer:
-    """Collects (job id, token) pairs and deletes them with ``pgqueue.ack`` in batches.
+    """Collects (job id, token) pairs and deletes them with ``pgqueue.ack`` (:meth:`Store.ack`) in batches.
 
     A flush happens ``flush_interval`` seconds after the first pending ack, or as soon as
     ``batch_size`` acks are pending. Under a backlog the fetcher usually gets there first:
@@ -28,11 +27,14 @@ class Completer:
     A crash loses at most the acks not yet flushed: those jobs run again after their lease
     expires (at-least-once). A database error keeps the pending acks and retries with
     backoff; acks refused by the fence are logged and reported to ``on_refused(job_id)``.
+
+    A handler's own ack (``context.delete()``) goes through :meth:`ack_now`: at once and
+    unbatched, because the handler waits to learn whether the fence accepted it.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, flush_interval: float = 0.005,
+    def __init__(self, store: Store, *, flush_interval: float = 0.005,
                  batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None) -> None:
-        self._pool = pool
+        self._store = store
         self._on_refused = on_refused
         self.flush_interval = flush_interval
         self.batch_size = batch_size
@@ -55,6 +57,13 @@ class Completer:
         if len(self._ids) >= self.batch_size:
             self._full.set()
 
+    async def ack_now(self, job_id: uuid.UUID, token: int) -> bool:
+        """Acknowledge one job now (a handler's ``context.delete()``); False if the fence refused.
+
+        Not counted in :attr:`acked`, which counts the acks of jobs whose handler returned.
+        """
+        return not await self._store.ack([job_id], [token])
+
     @property
     def pending(self) -> int:
         """Acks not yet confirmed by the database."""
@@ -66,7 +75,7 @@ class Completer:
 
     # ------------------------------------------------------- sending, by anyone
     def take(self) -> tuple[list[uuid.UUID], list[int]]:
-        """Hand over the pending acks to send; follow with :meth:`settled` or :meth:`give_back`."""
+        """Hand over the pending acks to send; follow with :meth:`answered` or :meth:`give_back`."""
         ids, tokens = self._ids, self._tokens
         if not ids:
             return ids, tokens
@@ -76,11 +85,11 @@ class Completer:
         self._in_flight += 1
         return ids, tokens
 
-    def settled(self, ids: Sequence[uuid.UUID], refused: Sequence[Any]) -> None:
-        """The database answered for acks from :meth:`take`; ``refused`` are the rows it refused."""
+    def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID]) -> None:
+        """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
         self._in_flight -= 1
         self.acked += len(ids) - len(refused)
-        for (job_id,) in refused:
+        for job_id in refused:
             self.refused += 1
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
                            "and the job was reserved again, or it was cleared); it may run twice", job_id)
@@ -118,13 +127,11 @@ class Completer:
         while self._ids:
             ids, tokens = self.take()
             try:
-                async with self._pool.connection() as conn:
-                    cur = await conn.execute(query("ack"), (ids, tokens))
-                    refused = await cur.fetchall()
+                refused = await self._store.ack(ids, tokens)
             except (psycopg.Error, PoolTimeout, OSError) as exc:
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
                 self.give_back(ids, tokens)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            self.settled(ids, refused)
+            self.answered(ids, refused)

@@ -14,15 +14,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.errors import QueueConfigurationError, QueueStorageError
-from pgqueue.resources import query
 from pgqueue.storage import NOT_MIGRATED, is_transient
+from pgqueue.store import Store, try_vacuum_lock, vacuum_jobs, vacuum_unlock
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -71,7 +69,7 @@ class TableHealth:
 class Maintenance:
     """Checks ``pgqueue.jobs`` every ``interval`` seconds and vacuums it when due.
 
-    The check runs through the worker's pool. A VACUUM runs on a short-lived autocommit
+    The check runs through the worker's store (its pool). A VACUUM runs on a short-lived autocommit
     connection to ``vacuum_dsn`` (a direct connection to PostgreSQL: it holds the session
     advisory lock :data:`VACUUM_LOCK_KEY`, so only one worker of the database vacuums at a
     time; closing the connection releases it whatever happens). Errors are logged and the
@@ -79,9 +77,9 @@ class Maintenance:
     and maintenance stops for the life of the worker. ``vacuumed`` is called after each VACUUM.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], vacuum_dsn: str, *, interval: float, grace: float,
+    def __init__(self, store: Store, vacuum_dsn: str, *, interval: float, grace: float,
                  vacuumed: Callable[[], None] | None = None) -> None:
-        self._pool = pool
+        self._store = store
         self._dsn = vacuum_dsn
         self.interval = interval
         self.grace = grace
@@ -106,14 +104,11 @@ class Maintenance:
 
     async def check(self) -> TableHealth:
         """Read the table's statistics and settings."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(query("maintenance_check"))
-            row = await cur.fetchone()
-        if row is None:
+        found = await self._store.table_statistics()
+        if found is None:
             raise QueueStorageError(f"checking pgqueue.jobs for table maintenance: {NOT_MIGRATED}")
-        dead, live, since, applies, threshold, may_vacuum, role = row
-        return TableHealth(int(dead), int(live), None if since is None else float(since), bool(applies),
-                           int(threshold), bool(may_vacuum), str(role))
+        return TableHealth(found.dead_tuples, found.live_tuples, found.since_vacuum, found.autovacuum_applies,
+                           found.threshold, found.may_vacuum, found.role)
 
     async def tick(self) -> bool:
         """One check, and a VACUUM if due; True if this call vacuumed the table.
@@ -142,20 +137,18 @@ class Maintenance:
 
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
         try:
-            cur = await conn.execute(query("maintenance_lock"), (VACUUM_LOCK_KEY,))
-            row = await cur.fetchone()
-            if row is None or not row[0]:
+            if not await try_vacuum_lock(conn, VACUUM_LOCK_KEY):
                 logger.debug("pgqueue: another worker is vacuuming pgqueue.jobs")
                 return False
             conn.add_notice_handler(noted)
             started = time.monotonic()
             try:
-                await conn.execute(query("maintenance_vacuum"))
+                await vacuum_jobs(conn)
             except pg_errors.InsufficientPrivilege as exc:
                 self._refuse(health.role, exc.diag.message_primary or str(exc))
                 return False
             took = time.monotonic() - started
-            await conn.execute(query("maintenance_unlock"), (VACUUM_LOCK_KEY,))
+            await vacuum_unlock(conn, VACUUM_LOCK_KEY)
         finally:
             await conn.close()
         skipped = False

@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection
 
 import psycopg
 
-from pgqueue.resources import query
+from pgqueue.store import listen
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -37,7 +37,7 @@ class Notifier:
             conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
             try:
                 conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-                await conn.execute(query("listen"))
+                await listen(conn)
                 self.connected.set()
                 delay = 0.05
                 self._wake()  # catch up on anything notified before (or while away)

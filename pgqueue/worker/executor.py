@@ -1,0 +1,305 @@
+"""The executor: runs one reservation to its end — decode, look up, run, then ack, retry or fail."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from pgqueue.context import JobContext, SyncJobContext, describe
+from pgqueue.envelope import Envelope
+from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
+from pgqueue.jobs import Job, has_sync_handle, lookup
+from pgqueue.store import Reservation, Store
+from pgqueue.worker.completer import Completer
+from pgqueue.worker.heartbeat import Heartbeat
+
+if TYPE_CHECKING:
+    from pgqueue.worker.worker import WorkerStats
+
+logger = logging.getLogger("pgqueue.worker")
+
+#: ``scope(context)``: an async context manager entered around each execution.
+Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
+
+
+class Decisions:
+    """What a handler's context calls to carry out its decisions (:class:`pgqueue.context.Decisions`):
+    ``context.delete()`` is an ack through the completer, the others go to the store."""
+
+    __slots__ = ("_completer", "_store")
+
+    def __init__(self, store: Store, completer: Completer) -> None:
+        self._store = store
+        self._completer = completer
+
+    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+        """Ack now (the handler waits for the fence's answer)."""
+        return await self._completer.ack_now(job_id, token)
+
+    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
+        """Put the job back, available after ``delay`` seconds."""
+        return await self._store.release(job_id, token, delay)
+
+    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+                   traceback_text: str | None, reason: str) -> bool:
+        """Move the job to failed_jobs."""
+        return await self._store.fail(job_id, token, exception, message, traceback_text, reason)
+
+    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
+        """Renew the lease; the seconds left, or None if the fence refused."""
+        return await self._store.extend(job_id, token, seconds)
+
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        """Put the job back without using up a try: 'snoozed', 'not_yours' or 'past_deadline'."""
+        return await self._store.snooze(job_id, token, delay)
+
+
+class Executor:
+    """Runs reservations (:meth:`run`, one task each): the job's start and its end are both here.
+
+    A reservation is decoded and its job looked up; one that cannot be (bad envelope, unknown
+    name, args that do not fit) fails at once. Otherwise the handler runs under its time limit
+    — its timeout, kept ``lease_margin`` inside its lease, moved by the heartbeat and
+    ``context.extend`` — inside ``scope``. Then, unless the handler decided itself: returned →
+    ack (batched by the completer); raised or timed out → release with backoff while tries and
+    ``retry_until`` allow, else failure.
+    """
+
+    def __init__(self, store: Store, completer: Completer, stats: WorkerStats, *, lease_margin: float,
+                 timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
+                 threads: int) -> None:
+        self._store = store
+        self._completer = completer
+        self._stats = stats
+        self._decisions = Decisions(store, completer)
+        self.lease_margin = lease_margin
+        self.timeout_cap = timeout_cap
+        self.scope = scope
+        self.heartbeat = heartbeat
+        self.threads = threads
+        self._thread_pool: ThreadPoolExecutor | None = None
+        #: Set when the worker stops: a reservation not yet started is handed back unstarted.
+        self.stopping = False
+        #: Set by a forced stop: a cancelled handler's job is released for another worker.
+        self.cancel_running = False
+
+    def shutdown(self) -> None:
+        """Stop the sync handlers' thread pool (threads still running a handler are left to finish)."""
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=False, cancel_futures=True)
+            self._thread_pool = None
+
+    async def run(self, reservation: Reservation) -> bool:
+        """Run one reservation to its end; False if it was handed back unstarted (stopping)."""
+        job_id, token, attempts = reservation.id, reservation.token, reservation.attempts
+        received = time.monotonic()
+        if self.stopping:
+            await self._release_unstarted(job_id, token)
+            return False
+        try:
+            # Decoding and validation happen here, per reservation: whatever one stored envelope
+            # contains fails that job alone, never the fetch of its batch.
+            envelope = Envelope.decode(reservation.envelope, job_id=job_id)
+        except QueuePayloadError as exc:
+            await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
+            return True
+        job_type = lookup(envelope.name)
+        if job_type is None:
+            error = QueuePayloadError(
+                f"job name {envelope.name!r} is not registered in this worker; import the module that "
+                "defines it (--app) — the job was not run"
+            )
+            await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
+            return True
+        try:
+            job = job_type.from_args(envelope.args)
+        except Exception as exc:
+            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
+                                      f"{exc}")
+            await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
+            return True
+        # The job starts here.
+        context = JobContext(job_id=job_id, token=token, attempts=attempts, max_tries=reservation.max_tries,
+                             queue=reservation.queue, connection=envelope.connection,
+                             lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - received),
+                             decisions=self._decisions)
+        try:
+            await self._attempt(job, context, envelope)
+        finally:
+            # The job ends here (whatever ended it: see context.decision).
+            context.watch_lease(None)
+            if self.heartbeat is not None:
+                self.heartbeat.drop(context)
+        return True
+
+    async def _attempt(self, job: Job, context: JobContext, envelope: Envelope) -> None:
+        """Run the handler under its time limit, then carry out the worker's decision if it took none."""
+        job_id, attempts = context.id, context.attempts
+        stats = self._stats
+        timeout = envelope.timeout if self.timeout_cap is None else min(envelope.timeout, self.timeout_cap)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        job_deadline = started + timeout
+        margin = self.lease_margin
+
+        def limit() -> float:
+            """When the handler must stop: its timeout, or ``margin`` before its lease ends."""
+            if context.cancelled:
+                return loop.time()
+            return min(job_deadline, loop.time() + context.lease_expires_in - margin)
+
+        deadline = asyncio.timeout(None)
+
+        def lease_moved() -> None:
+            with contextlib.suppress(RuntimeError):  # not entered yet, or already expiring
+                deadline.reschedule(limit())
+
+        context.watch_lease(lease_moved)
+        if self.heartbeat is not None:
+            self.heartbeat.hold(context)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts,
+                         context.max_tries)
+        try:
+            if limit() <= loop.time():
+                raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
+                                   f"{margin:g}s)")
+            if self.scope is None:
+                async with deadline:
+                    deadline.reschedule(limit())
+                    await self._handle(job, context)
+            else:
+                async with self.scope(context), deadline:
+                    deadline.reschedule(limit())
+                    await self._handle(job, context)
+        except TimeoutError as raised:
+            timed_out: Exception = raised
+            if deadline.expired():
+                context.mark_cancelled()
+                if context.decision == "lost":
+                    # The heartbeat's renewal was refused: someone else holds the job now.
+                    stats.lost += 1
+                    return
+                when = deadline.when()
+                if self.heartbeat is not None and when is not None and when < job_deadline:
+                    context.claim_decision("lost")
+                    stats.lost += 1
+                    logger.warning(
+                        "pgqueue: job %s (%s) attempt %d: its lease could not be renewed, so the handler was "
+                        "stopped %gs before the lease ends; the job runs again once the lease has expired",
+                        job_id, envelope.name, attempts, margin)
+                    return
+                timed_out = TimeoutError(
+                    f"job {envelope.name!r} timed out after {loop.time() - started:.3g}s "
+                    f"(its timeout is {envelope.timeout:g}s; the limit is also kept {margin:g}s inside the "
+                    "lease); the handler was cancelled at an await"
+                    + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(type(job)) else "")
+                )
+            await self._after_exception(context, envelope, timed_out)
+        except asyncio.CancelledError:
+            context.mark_cancelled()
+            # Cancelled by a forced stop: hand the job back for another worker.
+            if self.cancel_running and context.claim_decision("released"):
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._store.release(job_id, context.token, 0.0))
+                logger.warning("pgqueue: job %s (%s) cancelled by shutdown and released", job_id, envelope.name)
+            raise
+        except QueueLeaseError as exc:
+            if context.finished and context.decision == "lost":
+                stats.lost += 1
+                logger.warning("pgqueue: %s", exc)
+                return
+            await self._after_exception(context, envelope, exc)
+        except Exception as exc:
+            await self._after_exception(context, envelope, exc)
+        else:
+            if context.claim_decision("acked"):
+                self._completer.add(job_id, context.token)
+                stats.succeeded += 1
+            elif context.decision == "failed":
+                stats.failed += 1
+            elif context.decision == "lost":
+                stats.lost += 1
+            else:
+                stats.succeeded += 1
+
+    def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
+        """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
+        if not has_sync_handle(type(job)):
+            return job.handle(context)
+        if self._thread_pool is None:
+            self._thread_pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="pgqueue-handler")
+        loop = asyncio.get_running_loop()
+        facade = SyncJobContext(context, loop)
+        # The handler sees the context variables of its execution (scope), as an async one would.
+        handle: Callable[[SyncJobContext], Any] = job.handle  # type: ignore[assignment]  # sync, checked above
+        return loop.run_in_executor(self._thread_pool, contextvars.copy_context().run, handle, facade)
+
+    async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception) -> None:
+        """The retry policy: a handler raised (or timed out): retry with backoff while tries and the
+        deadline allow, else record the failure."""
+        if context.finished:
+            logger.warning("pgqueue: job %s (%s) raised after it was %s: %r", context.id, envelope.name,
+                           context.decision, error)
+            return
+        attempts = context.attempts
+        if attempts < context.max_tries:
+            delay = envelope.backoff.delay(attempts)
+            if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
+                context.claim_decision("released")
+                try:
+                    accepted = await self._store.release(context.id, context.token, delay)
+                except (psycopg.Error, PoolTimeout, OSError) as exc:
+                    logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
+                                 "when its lease expires", context.id, exc)
+                    return
+                if accepted:
+                    self._stats.retried += 1
+                    logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
+                                   context.id, envelope.name, attempts, context.max_tries,
+                                   type(error).__name__, error, delay)
+                else:
+                    self._stats.lost += 1
+                    logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
+                                   context.id, attempts)
+                return
+        context.claim_decision("failed")
+        await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name)
+
+    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
+                    *, name: str) -> None:
+        """Record the failure (the job moves to failed_jobs)."""
+        exception, message, trace = describe(error)
+        # Decided by the worker before any handler ran: the message says it all.
+        stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
+        try:
+            accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason)
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
+                         "and is recovered when its lease expires", job_id, name, exc)
+            return
+        if accepted:
+            self._stats.failed += 1
+            logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
+                         attempts, reason, exception, message)
+        else:
+            self._stats.lost += 1
+            logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id)
+
+    async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
+        try:
+            await self._store.release_unstarted([job_id], [token])
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.warning("pgqueue: could not hand back unstarted job %s (%s); it returns when its lease "
+                           "expires", job_id, exc)
