@@ -26,6 +26,7 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
     QueueDispatchError,
+    QueueDuplicateError,
     QueueError,
     QueueLeaseError,
     QueuePayloadError,
@@ -34,8 +35,10 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
-from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.queue import Queue, QueueStats, ScheduleInfo, default_queue, set_default_queue
+from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
+from pgqueue.store import UniqueDispatch
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -53,14 +56,18 @@ __all__ = [
     "Queue",
     "QueueConfigurationError",
     "QueueDispatchError",
+    "QueueDuplicateError",
     "QueueError",
     "QueueLeaseError",
     "QueuePayloadError",
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",
+    "Schedule",
+    "ScheduleInfo",
     "Settings",
     "SyncJobContext",
+    "UniqueDispatch",
     "Worker",
     "WorkerStats",
     "default_queue",
@@ -68,5 +75,6 @@ __all__ = [
     "load_settings",
     "prepare_database",
     "registered_jobs",
+    "schedule_of",
     "set_default_queue",
 ]
