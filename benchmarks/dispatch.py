@@ -89,6 +89,21 @@ async def bench_single_own_pool(queue: Queue, dsn: str, count: int) -> None:
     report("single: Queue.push() on the queue's own pool (autocommit)", count, elapsed)
 
 
+async def bench_single_unique(queue: Queue, dsn: str, count: int, *, duplicate: bool) -> None:
+    """Queue.push_unique on the own pool: distinct keys (each inserts) or one key (all but the first are
+    duplicates)."""
+    jobs = make_jobs(count)
+    await queue.push(make_jobs(1)[0])  # open the pool outside the timing
+    await truncate(dsn)
+    started = time.perf_counter()
+    for n, job in enumerate(jobs):
+        await queue.push_unique(job, "same" if duplicate else f"order:{n}")
+    elapsed = time.perf_counter() - started
+    assert await count_jobs(dsn) == (1 if duplicate else count)
+    what = "one key, duplicates" if duplicate else "distinct keys"
+    report(f"single: Queue.push_unique() on the own pool, {what}", count, elapsed)
+
+
 async def bench_bulk(queue: Queue, dsn: str, total: int, chunk: int) -> None:
     jobs = make_jobs(total)
     started = time.perf_counter()
@@ -153,6 +168,9 @@ async def main() -> None:
             await bench_single_on_connection(queue, dsn, options.single)
             await truncate(dsn)
             await bench_single_own_pool(queue, dsn, options.single)
+            if hasattr(queue, "push_unique"):  # revision 0003 on: unique keys (issue 13)
+                await bench_single_unique(queue, dsn, options.single, duplicate=False)
+                await bench_single_unique(queue, dsn, options.single, duplicate=True)
             for chunk in (5_000, options.bulk):
                 await truncate(dsn)
                 await bench_bulk(queue, dsn, options.bulk, chunk)

@@ -29,6 +29,7 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
     QueueDispatchError,
+    QueueDuplicateError,
     QueueError,
     QueueLeaseError,
     QueuePayloadError,
@@ -37,8 +38,10 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
-from pgqueue.queue import Queue, QueueStats, default_queue, set_default_queue
+from pgqueue.queue import Queue, QueueStats, ScheduleInfo, default_queue, set_default_queue
+from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
+from pgqueue.store import UniqueDispatch
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -57,14 +60,18 @@ __all__ = [
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",
+    "QueueDuplicateError",
     "QueueError",
     "QueueLeaseError",
     "QueuePayloadError",
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",
+    "Schedule",
+    "ScheduleInfo",
     "Settings",
     "SyncJobContext",
+    "UniqueDispatch",
     "Worker",
     "WorkerStats",
     "default_queue",
@@ -73,5 +80,6 @@ __all__ = [
     "parse_rate",
     "prepare_database",
     "registered_jobs",
+    "schedule_of",
     "set_default_queue",
 ]

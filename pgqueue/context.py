@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.errors import QueueConfigurationError, QueueLeaseError
+from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from pgqueue.store import ack_in_transaction, ack_in_transaction_sync
 
@@ -33,6 +33,8 @@ class Decisions(Protocol):
                    traceback_text: str | None, reason: str) -> bool: ...
 
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None: ...
+
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str: ...
 
 
 def describe(error: BaseException) -> tuple[str, str, str]:
@@ -169,6 +171,24 @@ class JobContext:
         self._claim("release", "released")
         if not await self._decisions.release(self._id, self._token, delay):
             raise self._refused("release")
+
+    async def snooze(self, delay: float) -> None:
+        """Run the job again after ``delay`` seconds WITHOUT using up a try (unlike :meth:`release`).
+
+        Fenced like every decision (a lost lease raises QueueLeaseError and changes nothing).
+        A snooze that would make the job due after its ``retry_until`` deadline is refused with
+        QueueRetryError and changes nothing; the handler may then fail or release instead.
+        """
+        self._claim("snooze", "snoozed")
+        outcome = await self._decisions.snooze(self._id, self._token, float(delay))
+        if outcome == "not_yours":
+            raise self._refused("snooze")
+        if outcome == "past_deadline":
+            self._decided = None  # nothing was decided: the handler may still release, fail or return
+            raise QueueRetryError(
+                f"job {self._id}: snooze({delay}) refused — the job would be due after its retry_until "
+                "deadline; nothing was changed (fail or release it instead)"
+            )
 
     async def delete(self) -> None:
         """Remove the job without running it further (it counts as done)."""
@@ -374,6 +394,10 @@ class SyncJobContext:
     def release(self, delay: float = 0.0) -> None:
         """Put the job back on its queue, available again after ``delay`` seconds."""
         self._call(lambda: self._context.release(delay))
+
+    def snooze(self, delay: float) -> None:
+        """Run the job again after ``delay`` seconds without using up a try (see :meth:`JobContext.snooze`)."""
+        self._call(lambda: self._context.snooze(delay))
 
     def delete(self) -> None:
         """Remove the job without running it further (it counts as done)."""

@@ -29,3 +29,7 @@ class QueueLeaseError(QueueError):
 
 class QueueStorageError(QueueError):
     """The database refused or could not complete an operation (not migrated, unreachable)."""
+
+
+class QueueDuplicateError(QueueDispatchError):
+    """A dispatch with a unique key found the key held by an earlier job (raised only when asked)."""

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import logging
 import re
 import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
@@ -21,6 +23,7 @@ import msgspec
 
 from pgqueue.backoff import Backoff
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
+from pgqueue.schedules import schedule_of
 
 if TYPE_CHECKING:
     from pgqueue.context import JobContext
@@ -39,8 +42,10 @@ class Dispatcher(Protocol):
     """
 
     async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
-                   priority: int | None = None, connection: str | None = None) -> UUID:
-        """Enqueue one job; returns its id."""
+                   priority: int | None = None, connection: str | None = None,
+                   unique_key: str | None = None, unique_scope: str = "queued",
+                   unique_for: float | None = None) -> UUID:
+        """Enqueue one job; returns its id (with a unique key: the id of the job holding it)."""
         ...
 
     def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
@@ -130,6 +135,21 @@ class Job:
     backoff: ClassVar[float | Sequence[float] | Backoff | None] = None
     priority: ClassVar[int] = 0
     redact: ClassVar[tuple[str, ...]] = ()
+    #: Periodic job: a 5-field cron expression or a timedelta (see :mod:`pgqueue.schedules`).
+    schedule: ClassVar[str | timedelta | None] = None
+    #: IANA timezone the cron expression is read in.
+    schedule_timezone: ClassVar[str] = "UTC"
+    #: Args of each periodic dispatch.
+    schedule_args: ClassVar[Mapping[str, Any]] = {}
+    #: Missed ticks enqueued after downtime (the most recent ones), 1 to 1000.
+    schedule_catch_up: ClassVar[int] = 1
+    #: Unique jobs: arg names whose values make the key of every dispatch of this class
+    #: (``"<job name>:<args as JSON>"``), e.g. ``unique_by = ("invoice_id",)``; empty: no key.
+    unique_by: ClassVar[tuple[str, ...]] = ()
+    #: The scope of the derived key: "queued", "active" or "period" (with ``unique_period``).
+    unique_scope: ClassVar[str] = "queued"
+    #: Seconds the derived key holds in the "period" scope.
+    unique_period: ClassVar[float | None] = None
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
     # The args' types as one msgspec struct, built on first use (annotations may name types
@@ -154,6 +174,13 @@ class Job:
                 f"got {cls.redact!r}"
             )
         cls.redact = tuple(cls.redact)
+        if isinstance(cls.unique_by, str) or any(n not in cls._arg_names for n in cls.unique_by):
+            raise QueueConfigurationError(
+                f"job {cls.name!r}: unique_by must be a tuple of arg names (of {cls._arg_names}), "
+                f"got {cls.unique_by!r}")
+        cls.unique_by = tuple(cls.unique_by)
+        if cls.schedule is not None:
+            schedule_of(cls)  # a bad expression or timezone fails at import, not in the worker
         if register:
             existing = _REGISTRY.get(cls.name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:
@@ -170,6 +197,14 @@ class Job:
     def retry_until(self) -> float | None:
         """An absolute deadline (epoch seconds) after which the job is not retried, or None."""
         return None
+
+    def derived_unique_key(self) -> str | None:
+        """The unique key ``unique_by`` derives from this job's args (None without ``unique_by``)."""
+        names = type(self).unique_by
+        if not names:
+            return None
+        values = {name: getattr(self, name) for name in names}
+        return f"{type(self).name}:{json.dumps(values, sort_keys=True, separators=(',', ':'), default=str)}"
 
     def args(self) -> dict[str, Any]:
         """The job's fields as a dict: what is stored as the envelope's args."""
@@ -189,16 +224,23 @@ class Job:
 
     async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
                        priority: int | None = None, connection: str | None = None,
-                       using: Dispatcher | None = None) -> UUID:
+                       using: Dispatcher | None = None, unique_key: str | None = None,
+                       unique_scope: str = "queued", unique_for: float | None = None) -> UUID:
         """Enqueue this job; returns its id.
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
         the caller's transaction and commits or rolls back with it. Without, the queue's own
         pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Queue` (default:
-        :func:`pgqueue.default_queue`).
+        :func:`pgqueue.default_queue`). ``unique_key`` (or the class's ``unique_by``): no new
+        job while one holds the key in ``unique_scope``; the holder's id is returned
+        (see :meth:`pgqueue.Queue.push_unique`).
         """
+        if unique_key is None:
+            return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                                 connection=connection)
         return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                             connection=connection)
+                                             connection=connection, unique_key=unique_key,
+                                             unique_scope=unique_scope, unique_for=unique_for)
 
     def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,
                       priority: int | None = None, connection: str | None = None,
@@ -247,7 +289,9 @@ class JobFactory(Protocol):
 def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
-        priority: int = 0, redact: Sequence[str] = ()) -> Callable[[Callable[..., Any]], JobFactory]:
+        priority: int = 0, redact: Sequence[str] = (), schedule: str | timedelta | None = None,
+        schedule_timezone: str = "UTC", schedule_args: Mapping[str, Any] | None = None,
+        schedule_catch_up: int = 1) -> Callable[[Callable[..., Any]], JobFactory]:
     """Turn a function into a job type::
 
         @job(queue="emails", tries=5)
@@ -290,6 +334,10 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "backoff": backoff,
             "priority": priority,
             "redact": tuple(redact),
+            "schedule": schedule,
+            "schedule_timezone": schedule_timezone,
+            "schedule_args": dict(schedule_args or {}),
+            "schedule_catch_up": schedule_catch_up,
             "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,

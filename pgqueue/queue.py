@@ -8,6 +8,8 @@ import logging
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +20,22 @@ from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.control import check_limits
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
-from pgqueue.errors import QueueConfigurationError, QueueDispatchError, QueueRetryError, QueueStorageError
+from pgqueue.errors import (
+    QueueConfigurationError,
+    QueueDispatchError,
+    QueueDuplicateError,
+    QueueRetryError,
+    QueueStorageError,
+)
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job, has_sync_handle, set_default_dispatcher
+from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
-from pgqueue.store import CancelOutcome, QueueControl, QueueStats, Store, record_failure_on
+from pgqueue.store import CancelOutcome, QueueControl, QueueStats, Store, UniqueDispatch, record_failure_on
 from pgqueue.worker import Worker
+from pgqueue.worker.scheduler import declared_schedules
 
-__all__ = ["Queue", "QueueStats", "default_queue", "set_default_queue"]
+__all__ = ["Queue", "QueueStats", "ScheduleInfo", "default_queue", "set_default_queue"]
 
 logger = logging.getLogger("pgqueue")
 
@@ -145,8 +154,21 @@ class Queue:
         return Envelope.build(job, config, queue=queue, priority=priority), config
 
     async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
-                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
-        """Enqueue one job; returns its id. See :meth:`Job.dispatch`."""
+                   priority: int | None = None, connection: str | None = None,
+                   unique_key: str | None = None, unique_scope: str = "queued",
+                   unique_for: float | None = None) -> uuid.UUID:
+        """Enqueue one job; returns its id. See :meth:`Job.dispatch`.
+
+        With ``unique_key`` it is :meth:`push_unique` and returns the id of the job holding the
+        key (an earlier one for a duplicate).
+        """
+        if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
+            unique_key = job.derived_unique_key()
+            unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
+        if unique_key is not None:
+            return (await self.push_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
+                                           delay=delay, queue=queue, priority=priority,
+                                           connection=connection)).id
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
@@ -159,6 +181,39 @@ class Queue:
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return envelope.id
+
+    async def push_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
+                          conn: Any = None, delay: float = 0.0, queue: str | None = None,
+                          priority: int | None = None, connection: str | None = None,
+                          raise_on_duplicate: bool = False) -> UniqueDispatch:
+        """Enqueue one job unless a job already holds ``key``; PostgreSQL decides, race-free.
+
+        ``scope``: ``"queued"`` (default: while a job of the key waits, ready or delayed),
+        ``"active"`` (while one waits or runs) or ``"period"`` (for ``period`` seconds after
+        the dispatch that took the key, even once that job finished). Returns the id of the job
+        holding the key and whether it is an earlier one (``duplicate``, nothing inserted);
+        ``raise_on_duplicate=True`` raises QueueDuplicateError instead. With ``conn`` the job
+        joins the caller's transaction; while another transaction holds the key uncommitted,
+        this call waits for it to end.
+        """
+        self._check_unique(key, scope, period)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        delay = _check_delay(delay, envelope.name)
+        if config.driver == "sync":
+            raise QueueDispatchError(
+                f"job {envelope.name!r}: unique keys need a database connection; {config.name!r} runs jobs at dispatch")
+        text = envelope.encode(config.max_payload_bytes)
+        what = f"dispatching job {envelope.name!r} with unique key {key!r}"
+        period_seconds = None if period is None else float(period)
+        if conn is not None:
+            result = await Store.enqueue_unique_on(conn, text, delay, key, scope, period_seconds, what=what)
+        else:
+            result = await (await self._store(config)).enqueue_unique(text, delay, key, scope, period_seconds,
+                                                                      what=what)
+        if result.duplicate and raise_on_duplicate:
+            raise QueueDuplicateError(
+                f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
+        return result
 
     def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
@@ -183,13 +238,33 @@ class Queue:
         return envelope.id
 
     async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
-                        queue: str | None = None, connection: str | None = None) -> list[uuid.UUID]:
+                        queue: str | None = None, connection: str | None = None,
+                        unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
+                        unique_for: float | None = None) -> list[uuid.UUID]:
         """Enqueue many jobs in one round trip; returns their ids in order.
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
         one database; with ``conn`` they join the caller's transaction. Every job is validated
         as :meth:`push` does before anything is stored: one bad job stores none.
+
+        ``unique_keys`` (one per job, None for a job without a key) makes it
+        :meth:`push_unique_many`: the ids returned are those of the jobs holding each key.
         """
+        if unique_keys is None and not isinstance(jobs, list | tuple):
+            jobs = list(jobs)
+        if unique_keys is None and any(getattr(type(j), "unique_by", None) for j in jobs):
+            jobs = list(jobs)
+            derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs
+                       if getattr(type(j), "unique_by", None)}
+            if len(derived) > 1:
+                raise QueueDispatchError("push_many: the jobs' classes derive unique keys of different scopes "
+                                         f"{sorted(derived, key=str)}; dispatch them in one batch per scope")
+            (unique_scope, unique_for), = derived
+            unique_keys = [j.derived_unique_key() for j in jobs]
+        if unique_keys is not None:
+            dispatched = await self.push_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
+                                                     conn=conn, delay=delay, queue=queue, connection=connection)
+            return [d.id for d in dispatched]
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
         if not encoded.ids:
             return []
@@ -200,6 +275,48 @@ class Queue:
         else:
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return encoded.ids
+
+    async def push_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+                               period: float | None = None, conn: Any = None,
+                               delay: float | Iterable[float] = 0.0, queue: str | None = None,
+                               connection: str | None = None) -> list[UniqueDispatch]:
+        """:meth:`push_unique` for many jobs, in one transaction (the caller's with ``conn``).
+
+        ``keys`` has one key per job (None: that job has no key). A key repeated inside the
+        batch, or held by an existing job, gives the holder's id with ``duplicate=True``. One
+        statement per job (unlike :meth:`push_many`): each needs its own conflict check.
+        """
+        jobs = list(jobs)
+        if isinstance(keys, str) or len(keys) != len(jobs):
+            raise QueueDispatchError(f"push_unique_many: {len(jobs)} jobs need one key each (None for none), "
+                                     f"got {keys!r}"[:300])
+        if not jobs:
+            return []
+        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
+        for key in keys:
+            if key is not None:
+                self._check_unique(key, scope, period)
+        texts = _split_envelopes(encoded.text)
+        what = f"dispatching {len(jobs)} jobs with unique keys"
+        period_seconds = None if period is None else float(period)
+        if conn is not None:
+            return await Store.enqueue_unique_many_on(conn, texts, delays, list(keys), scope, period_seconds,
+                                                      what=what)
+        store = await self._store(encoded.connections[0])
+        return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
+
+    @staticmethod
+    def _check_unique(key: object, scope: str, period: float | None) -> None:
+        if scope not in ("queued", "active", "period"):
+            raise QueueConfigurationError(
+                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
+        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
+            raise QueueConfigurationError(
+                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
+        if (scope == "period") != (period is not None):
+            raise QueueConfigurationError(
+                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None) -> EncodedJobs:
@@ -279,6 +396,21 @@ class Queue:
             raise
         if context.failure is not None:
             raise context.failure
+
+    # --------------------------------------------------------------- schedules
+    async def schedules(self, connection: str | None = None) -> list[ScheduleInfo]:
+        """The periodic jobs registered in this process for a connection, with their last enqueued
+        tick (``pgqueue.schedule_ticks``) and next tick, both by the database clock."""
+        config = self.settings.connection(connection)
+        declared = declared_schedules(self._scheduled_jobs(config), config.name)
+        if not declared:
+            return []
+        store = await self._store(config)
+        found = {row.name: row for row in await store.schedule_ticks([s.job_name for _, s in declared])}
+        return [ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone, catch_up=s.catch_up,
+                             args=dict(s.args), last_tick=found[s.job_name].last_tick,
+                             next_tick=s.next_tick(found[s.job_name].now))
+                for _, s in declared]
 
     # ------------------------------------------------------------- failed jobs
     async def failed(self, connection: str | None = None) -> FailedJobRepository:
@@ -394,8 +526,22 @@ class Queue:
             if problem is not None:  # no job can be on such a queue: the worker would idle forever
                 raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         store = await self._store(config)
+        if options.get("schedules", True) is True:
+            options["schedules"] = self._scheduled_jobs(config)
         return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
                       concurrency=concurrency, **options)
+
+    def _scheduled_jobs(self, config: ConnectionConfig) -> list[type[Job]]:
+        """The registered periodic jobs whose connection (the job's, else the default) is ``config``."""
+        default = self.settings.connection(None).name
+        return [job_type for job_type in registered_jobs().values()
+                if getattr(job_type, "schedule", None) is not None
+                and (job_type.connection or default) == config.name]
+
+
+def _split_envelopes(array_text: str) -> list[str]:
+    """The envelopes of an encoded JSON array, each as its own JSON text."""
+    return [json.dumps(e) for e in json.loads(array_text)]
 
 
 class _InlineDecisions:
@@ -426,6 +572,12 @@ class _InlineDecisions:
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
         return seconds
 
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        raise QueueDispatchError(
+            f"job {self._envelope.name!r}: snooze() is not available on the sync connection "
+            f"{self._envelope.connection!r} (the job runs once, at dispatch)"
+        )
+
     async def record(self, error: Exception, reason: str) -> None:
         exception, message, trace = describe(error)
         await self._store(exception, message, trace, reason)
@@ -445,6 +597,26 @@ class _InlineDecisions:
         except (psycopg.Error, QueueStorageError) as exc:
             logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
                          self._envelope.id, self._envelope.name, exc)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A periodic job as ``Queue.schedules()`` and ``pgqueue schedule:list`` show it."""
+
+    name: str
+    expression: str
+    timezone: str
+    catch_up: int
+    args: dict[str, Any]
+    last_tick: datetime | None
+    next_tick: datetime
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready: times as ISO 8601 strings."""
+        return {"name": self.name, "expression": self.expression, "timezone": self.timezone,
+                "catch_up": self.catch_up, "args": self.args,
+                "last_tick": None if self.last_tick is None else self.last_tick.isoformat(),
+                "next_tick": self.next_tick.isoformat()}
 
 
 _default: Queue | None = None

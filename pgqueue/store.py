@@ -50,6 +50,40 @@ class Reservation:
     envelope: str
 
 
+@dataclass(frozen=True, slots=True)
+class UniqueDispatch:
+    """What a dispatch with a unique key did: the id of the job holding the key, and whether
+    that is an earlier job (``duplicate``: nothing was inserted)."""
+
+    id: uuid.UUID
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """One row of ``pgqueue.schedule_sync``: the database clock and a schedule's tick bookkeeping."""
+
+    name: str
+    now: datetime
+    changed_at: datetime
+    last_tick: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """A schedule's last enqueued tick (None: none yet), with the database clock."""
+
+    name: str
+    last_tick: datetime | None
+    now: datetime
+
+
+def _unique_dispatch(row: Sequence[Any] | None) -> UniqueDispatch:
+    if row is None:  # the function always returns one row
+        raise QueueStorageError("pgqueue.enqueue_unique returned no row; please report this")
+    return UniqueDispatch(id=row[0], duplicate=bool(row[1]))
+
+
 @dataclass(frozen=True)
 class QueueStats:
     """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
@@ -203,6 +237,89 @@ class Store:
         """:meth:`enqueue_many_on` for a synchronous connection or session."""
         with storage_errors(what):
             sync_driver_connection(conn).execute(query("enqueue_many"), (envelopes, delays))
+
+    async def enqueue_unique(self, envelope: str, delay: float, key: str, scope: str, period: float | None, *,
+                             what: str = "dispatching a job") -> UniqueDispatch:
+        """Store one envelope unless a job holds ``key`` in ``scope``; says which job holds it now."""
+        with storage_errors(what):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("enqueue_unique"), (envelope, delay, key, scope, period))
+                row = await cur.fetchone()
+        return _unique_dispatch(row)
+
+    @staticmethod
+    async def enqueue_unique_on(conn: Any, envelope: str, delay: float, key: str, scope: str,
+                                period: float | None, *, what: str = "dispatching a job") -> UniqueDispatch:
+        """:meth:`enqueue_unique` on the caller's connection or session, inside its transaction."""
+        with storage_errors(what):
+            driver = await async_driver_connection(conn)
+            params = (envelope, delay, key, scope, period)
+            if isinstance(driver, psycopg.AsyncConnection):
+                row = await (await driver.execute(query("enqueue_unique"), params)).fetchone()
+            else:
+                row = driver.execute(query("enqueue_unique"), params).fetchone()
+        return _unique_dispatch(row)
+
+    async def enqueue_unique_many(self, envelopes: list[str], delays: list[float], keys: list[str | None],
+                                  scope: str, period: float | None, *,
+                                  what: str = "dispatching jobs") -> list[UniqueDispatch]:
+        """:meth:`enqueue_unique` for many envelopes in one transaction; a None key enqueues plainly."""
+        with storage_errors(what):
+            async with self._pool.connection() as conn, conn.transaction():
+                return await Store.enqueue_unique_many_on(conn, envelopes, delays, keys, scope, period, what=what)
+
+    @staticmethod
+    async def enqueue_unique_many_on(conn: Any, envelopes: list[str], delays: list[float],
+                                     keys: list[str | None], scope: str, period: float | None, *,
+                                     what: str = "dispatching jobs") -> list[UniqueDispatch]:
+        """:meth:`enqueue_unique_many` on the caller's connection or session, inside its transaction."""
+        results: list[UniqueDispatch] = []
+        with storage_errors(what):
+            driver = await async_driver_connection(conn)
+            for envelope, delay, key in zip(envelopes, delays, keys, strict=True):
+                params: tuple[Any, ...]
+                if key is None:
+                    statement, params = query("enqueue"), (envelope, delay)
+                else:
+                    statement, params = query("enqueue_unique"), (envelope, delay, key, scope, period)
+                if isinstance(driver, psycopg.AsyncConnection):
+                    row = await (await driver.execute(statement, params)).fetchone()
+                else:
+                    row = driver.execute(statement, params).fetchone()
+                if key is None:
+                    results.append(UniqueDispatch(id=_first(row), duplicate=False))
+                else:
+                    results.append(_unique_dispatch(row))
+        return results
+
+    async def schedule_sync(self, names: list[str], expressions: list[str], timezones: list[str],
+                            catch_ups: list[int]) -> list[ScheduleState]:
+        """Declare a worker's schedules; the database clock, change time and last tick of each."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("schedule_sync"), (names, expressions, timezones, catch_ups))
+            rows = await cur.fetchall()
+        return [ScheduleState(*row) for row in rows]
+
+    async def enqueue_tick(self, schedule: str, tick: datetime, envelope: str) -> uuid.UUID | None:
+        """Enqueue the job of one tick, exactly once; None when the tick was enqueued before."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("enqueue_tick"), (schedule, tick, envelope))
+            row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def schedule_ticks(self, names: list[str]) -> list[ScheduleRow]:
+        """Per schedule among ``names``: its last enqueued tick, and the database clock."""
+        with storage_errors("reading schedules"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("schedule_ticks"), (names,))
+                rows = await cur.fetchall()
+        return [ScheduleRow(*row) for row in rows]
+
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        """Fenced snooze: 'snoozed', 'not_yours' or 'past_deadline'."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("snooze"), (job_id, token, delay))
+            return str(_first(await cur.fetchone()))
 
     # --------------------------------------------------------------- the worker
     # These let psycopg errors through: the worker tells transient faults from the rest.

@@ -22,6 +22,10 @@ from urllib.parse import quote, urlencode
 import psycopg
 import pytest
 
+# The tables pgqueue installs at head (revision 0003 added the unique keys and the schedules, 0004 the queues).
+PGQUEUE_TABLES = ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "pgqueue.schedule_ticks",
+                  "pgqueue.schedules", "pgqueue.unique_keys"]
+
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -197,8 +201,7 @@ def test_a_new_tree_gets_its_revisions_and_pgqueue_upgrades_in_either_direction(
     assert sorted(x.name for x in p.package_versions().iterdir()) == shipped  # nothing written into the package
 
     p.alembic("upgrade", "heads")
-    assert p.tables() == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues",
-                                  "public.alembic_version", "public.orders"]
+    assert p.tables() == [*PGQUEUE_TABLES, "public.alembic_version", "public.orders"]
     assert p.versions_recorded() == sorted(["app_0002", pgqueue_head])
 
     # `pgqueue migrate` sees that the user's tree owns pgqueue's branch: nothing to install twice.
@@ -223,7 +226,7 @@ def test_a_new_tree_gets_its_revisions_and_pgqueue_upgrades_in_either_direction(
 
     # Downgrading the user's branch leaves pgqueue's intact.
     p.alembic("downgrade", "app_0001@base")
-    assert p.tables() == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "public.alembic_version"]
+    assert p.tables() == [*PGQUEUE_TABLES, "public.alembic_version"]
     assert p.versions_recorded() == ["pgqueue_9002_test"]
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("select to_regprocedure('pgqueue.reserve(text[], integer, double precision)')"
@@ -252,7 +255,7 @@ def test_a_tree_with_history_takes_pgqueue_as_a_second_branch(venv: Path, empty_
 
     p.alembic("downgrade", "app_0001@base")
     assert p.versions_recorded() == [p.pgqueue_head()]
-    assert p.tables() == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "public.alembic_version"]
+    assert p.tables() == [*PGQUEUE_TABLES, "public.alembic_version"]
 
 
 def test_without_the_hook_the_old_trap_is_what_alembic_does(venv: Path, empty_dsn: str, tmp_path: Path) -> None:

@@ -308,6 +308,18 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.resume('r')")
             call("select pgqueue.cancel(%s)", (uuid.uuid4(),))
         call("select pgqueue.clear('q')")
+        if scalar(conn, "select to_regprocedure('pgqueue.snooze(uuid, bigint, double precision)') is not null"):
+            # Revision 0003: unique keys (a duplicate takes the exception path), the period
+            # scope, snooze, a queued-unique job released (its trigger), schedules and ticks.
+            for scope, period in (("queued", None), ("queued", None), ("active", None), ("period", 60.0),
+                                  ("period", 60.0)):
+                call("select * from pgqueue.enqueue_unique(%s, 0, %s, %s, %s)",
+                     (Jsonb(envelope("u")), f"key-{scope}", scope, period))
+            held = call("select * from pgqueue.reserve(array['u'], 2, 60)")
+            call("select pgqueue.snooze(%s, %s, 5)", (held[0]["id"], held[0]["token"]))
+            call("select pgqueue.release(%s, %s, 0)", (held[1]["id"], held[1]["token"]))
+            call("select * from pgqueue.schedule_sync(array['s'], array['every 1s'], array['UTC'], array[1])")
+            call("select pgqueue.enqueue_tick('s', now(), %s)", (Jsonb(envelope("u")),))
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors

@@ -158,3 +158,6 @@ class _NoDecisions:
 
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
         return seconds
+
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        return "snoozed"

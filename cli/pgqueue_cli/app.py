@@ -618,6 +618,36 @@ def queue_dispatch(
     typer.echo(f"dispatched {job_name} as job {job_id} to queue {queue_name!r}{when}")
 
 
+@app.command("schedule:list", short_help="Periodic jobs: expression, timezone, last and next tick.")
+@reports_errors
+def schedule_list(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    connection: Annotated[str | None, typer.Option(
+        "--connection", metavar="NAME", help="Named connection (default: the default one).")] = None,
+    apps: Apps = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """List the periodic jobs the --app modules declare, with the last tick enqueued (from
+    pgqueue.schedule_ticks) and the next one, by the database clock."""
+    settings = pgqueue.load_settings(dsn=dsn)
+    import_apps(app_modules(apps, settings))
+    found = target(dsn, connection)
+
+    async def read() -> list[pgqueue.ScheduleInfo]:
+        async with found.queue() as q:
+            return await q.schedules(found.connection.name)
+
+    schedules = asyncio.run(read())
+    if as_json:
+        typer.echo(json.dumps([s.to_data() for s in schedules], indent=2))
+        return
+    if not schedules:
+        typer.echo("no periodic jobs declared (pass the module that defines them with --app)")
+        return
+    typer.echo(render.schedule_table(schedules))
+
+
 # ------------------------------------------------------------------------ embedded
 @embedded_app.command("status")
 @reports_errors

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from pgqueue import FailedJob, Queue, QueueControl, QueueStats
+from pgqueue import FailedJob, Queue, QueueControl, QueueStats, ScheduleInfo
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -136,3 +137,17 @@ def failed_detail(failure: FailedJob) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
+
+
+_LOCAL = "%Y-%m-%d %H:%M:%S%z"
+
+
+def schedule_table(schedules: Sequence[ScheduleInfo]) -> str:
+    """The ``schedule:list`` table: job, expression, timezone, last and next tick (in the timezone)."""
+    headers = ["JOB", "SCHEDULE", "TIMEZONE", "LAST TICK", "NEXT TICK"]
+    rows = []
+    for s in schedules:
+        zone = ZoneInfo(s.timezone)
+        last = "-" if s.last_tick is None else s.last_tick.astimezone(zone).strftime(_LOCAL)
+        rows.append([s.name, s.expression, s.timezone, last, s.next_tick.astimezone(zone).strftime(_LOCAL)])
+    return table(headers, rows)

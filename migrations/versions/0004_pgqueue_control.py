@@ -1,7 +1,7 @@
 """pgqueue: queue controls and cancellation (issue 14): pause, global limits, cancel.
 
 Revision ID: pgqueue_0004
-Revises: pgqueue_0002
+Revises: pgqueue_0003
 Create Date: 2026-11-30
 
 sql/revisions/0004/0004_schema.sql adds pgqueue.queues (paused, concurrency and rate limits per
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pgqueue.migration_support import run_sql_files
 
 revision: str = "pgqueue_0004"
-down_revision: str | Sequence[str] | None = "pgqueue_0002"
+down_revision: str | Sequence[str] | None = "pgqueue_0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -38,11 +38,11 @@ FILES = {
         "644eac4047eecb92e8f2a21902d754d71f1444954e18c82d60474c7ada4aca87",
 }
 
-# The downgrade: undo the schema change, drop what 0004 added, then 0002's frozen reserve and
-# next_due again.
+# The downgrade to 0003: undo the schema change, drop what 0004 added, then the frozen reserve and
+# next_due of 0002 again (0003 did not replace them).
 DOWNGRADE_FILES = {
     "revisions/0004/downgrade.sql":
-        "d059094ece7884b17376cce0ad8b3f0b246ffc334620a035d2f412184263ba23",
+        "43dfd5d466783a7d0b3da368732c7ae6cf7b5557185ed937ceb230c2e5d3be06",
     "revisions/0002/functions/reserve.sql":
         "79d55f27da2e6e04158210534d4af0b94273402157d611ca911a05b835fd0402",
     "revisions/0002/functions/next_due.sql":

@@ -61,6 +61,10 @@ class Decisions:
         """Renew the lease; the seconds left, or None if the fence refused."""
         return await self._store.extend(job_id, token, seconds)
 
+    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        """Put the job back without using up a try: 'snoozed', 'not_yours' or 'past_deadline'."""
+        return await self._store.snooze(job_id, token, delay)
+
 
 class Executor:
     """Runs reservations (:meth:`run`, one task each): the job's start and its end are both here.

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
+from pgqueue.jobs import Job, registered_jobs
 from pgqueue.store import Store
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
@@ -31,6 +32,7 @@ from pgqueue.worker.fetcher import Fetcher
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.maintenance import Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
+from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -99,6 +101,9 @@ class Worker:
         threads: the thread pool that runs sync handlers (a plain ``def handle``), at most this
             many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
             thread holds one of the ``concurrency`` slots and its time limit runs.
+        schedules: enqueue the due ticks of periodic jobs (default True: those registered in this
+            process whose connection is this one or unset; ``Queue.worker`` passes the list that
+            resolves to this connection; False: none). Every worker may: each tick is enqueued once.
     """
 
     def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
@@ -107,7 +112,8 @@ class Worker:
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
-                 heartbeat: bool | None = None, threads: int | None = None) -> None:
+                 heartbeat: bool | None = None, threads: int | None = None,
+                 schedules: bool | Sequence[type[Job]] = True) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -180,6 +186,9 @@ class Worker:
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
                                  threads=threads if threads is not None else min(concurrency, 32),
                                  cancellations=self.cancellations)
+        #: The periodic-job scheduler (issue 13): enqueues the due ticks of these schedules.
+        scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
+        self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
         self.fetcher = Fetcher(self.store, self.completer, self.executor, self.stats, queues=self.queues,
                                lease=self.lease, concurrency=concurrency, poll_interval=self.poll_interval,
                                fetch_cooldown=float(fetch_cooldown))
@@ -260,6 +269,7 @@ class Worker:
         heartbeat_task: asyncio.Task[None] | None = None
         if self.heartbeat is not None:
             heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
+        scheduler_task = asyncio.create_task(self.scheduler.run(), name="pgqueue-scheduler")
         cancelled = False
         try:
             await self._warn_about_unknown_queues()
@@ -268,6 +278,9 @@ class Worker:
             cancelled = True
             self.stop()
         finally:
+            scheduler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scheduler_task
             if maintenance_task is not None:
                 # A VACUUM in progress is cancelled on the server; its connection closes.
                 maintenance_task.cancel()

@@ -1,5 +1,6 @@
--- pgqueue revision 0004, downgrade to 0002: undoes 0004_schema.sql and drops the functions
--- 0004 added; the migration then runs 0002's frozen reserve and next_due again.
+-- pgqueue revision 0004, downgrade to 0003: undoes 0004_schema.sql and drops the functions
+-- 0004 added; the migration then runs 0002's frozen reserve and next_due again (0003 did not
+-- replace them).
 -- Cancellation records are kept as failures of reason 'failed_by_handler'.
 drop function pgqueue.cancel(uuid);
 drop function pgqueue.pause(text);

@@ -1,0 +1,1 @@
+select pgqueue.snooze(%s::uuid, %s::bigint, %s::double precision)

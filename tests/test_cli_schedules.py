@@ -1,0 +1,40 @@
+"""``pgqueue schedule:list`` (issue 13) in a subprocess against a real database."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+from tests.cli_support import pgqueue, pgqueue_all
+
+
+def test_schedule_list_shows_expression_timezone_last_and_next_tick(dsn: str, tmp_path: Path) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("insert into pgqueue.schedule_ticks (schedule, tick, job_id)"
+                     " values ('cli:nightly_report', '2026-11-29 03:00+01', gen_random_uuid())")
+    app = ("--app", "tests.cli_schedule_jobs", "--dsn", dsn)
+    table, as_json = pgqueue_all(("schedule:list", *app), ("schedule:list", "--json", *app), cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["JOB", "SCHEDULE", "TIMEZONE", "LAST", "TICK", "NEXT", "TICK"]
+    nightly = next(line for line in lines if line.startswith("cli:nightly_report"))
+    assert "0 3 * * *" in nightly and "Europe/Paris" in nightly and "2026-11-29 03:00:00+0100" in nightly
+    assert " 03:00:00+0" in nightly.split("2026-11-29 03:00:00+0100")[1]  # the next tick, 03:00 Paris time
+    beat = next(line for line in lines if line.startswith("cli:heartbeat"))
+    assert "every 30s" in beat and " - " in beat  # never ticked yet
+    assert as_json.returncode == 0, as_json.stderr
+    data = {s["name"]: s for s in json.loads(as_json.stdout)}
+    assert data["cli:nightly_report"]["args"] == {"kind": "daily"}
+    assert datetime.fromisoformat(data["cli:nightly_report"]["last_tick"]) == datetime.fromisoformat(
+        "2026-11-29T03:00:00+01:00")
+    assert data["cli:heartbeat"]["last_tick"] is None
+    assert datetime.fromisoformat(data["cli:heartbeat"]["next_tick"]).second in (0, 30)
+
+
+def test_schedule_list_without_schedules_says_how_to_declare_them(dsn: str, tmp_path: Path) -> None:
+    result = pgqueue("schedule:list", "--app", "tests.cli_jobs", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "no periodic jobs declared" in result.stdout
