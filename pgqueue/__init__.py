@@ -9,7 +9,9 @@ The public API:
   :class:`JobContext` — what a handler receives (:class:`SyncJobContext`: what a plain
   ``def handle`` receives, the same methods, blocking).
 - :class:`Backoff` — retry delays.
-- :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers;
+- :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers; control
+  (``cancel`` -> :data:`pgqueue.control.CancelOutcome`, ``pause``, ``resume``, ``set_limits``,
+  ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``);
   :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
@@ -22,6 +24,7 @@ The public API:
 from pgqueue.backoff import Backoff
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext
+from pgqueue.control import QueueControl, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -55,6 +58,7 @@ __all__ = [
     "JobFactory",
     "Queue",
     "QueueConfigurationError",
+    "QueueControl",
     "QueueDispatchError",
     "QueueDuplicateError",
     "QueueError",
@@ -73,6 +77,7 @@ __all__ = [
     "default_queue",
     "job",
     "load_settings",
+    "parse_rate",
     "prepare_database",
     "registered_jobs",
     "schedule_of",

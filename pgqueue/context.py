@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Protocol, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from pgqueue.store import ack_in_transaction, ack_in_transaction_sync
 
 _T = TypeVar("_T")
 
@@ -63,6 +68,7 @@ class JobContext:
         "_failure",
         "_id",
         "_lease_listener",
+        "_pool",
         "_queue",
         "_token",
         "max_tries",
@@ -84,6 +90,8 @@ class JobContext:
         # Set by the worker while the handler runs (watch_lease): told when the lease end moves,
         # so the handler's time limit follows it.
         self._lease_listener: Callable[[], None] | None = None
+        # Set by the worker: where context.transaction() takes its connection.
+        self._pool: AsyncConnectionPool[Any] | None = None
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -118,7 +126,7 @@ class JobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``deleted``, ``failed``, ``lost`` or None while undecided."""
+        """``released``, ``deleted``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
         return self._decided
 
     @property
@@ -134,7 +142,8 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once the worker gave up on this execution: its timeout passed, its lease could not
-        be renewed (or was lost), or the worker is stopping with ``cancel_running``.
+        be renewed (or was lost), the job was cancelled (``pgqueue.cancel``), or the worker is
+        stopping with ``cancel_running``.
 
         An async handler is cancelled at its next ``await`` anyway; a sync handler (run in a
         thread, which cannot be interrupted) should poll this and return early when it is set.
@@ -197,6 +206,32 @@ class JobContext:
         if not await self._decisions.fail(self._id, self._token, exception, message, trace, "failed_by_handler"):
             raise self._refused("fail")
 
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection whose transaction also carries this job's fenced ack.
+
+        ``async with context.transaction() as conn:`` — write the job's effects on ``conn``; on
+        leaving the block the job is acknowledged in the same transaction, and both commit
+        together or not at all. If the fence refuses the ack (the lease expired and the job was
+        reserved again, or it was cancelled), everything rolls back and
+        :class:`~pgqueue.QueueLeaseError` is raised: a stale holder's writes never commit beside
+        another execution's. An exception inside the block rolls back too (the job is then
+        retried as usual). After the block the job is settled (``decision == "deleted"``).
+        """
+        if self._pool is None:
+            raise QueueConfigurationError(
+                f"job {self._id}: context.transaction() needs a worker of a database connection (this "
+                "execution has no pgqueue database to commit in, e.g. the sync driver); nothing was written")
+        if self._decided is not None:
+            raise QueueLeaseError(f"job {self._id}: cannot open its transaction — the reservation was already "
+                                  f"{self._decided}; nothing was written")
+        async with self._pool.connection() as conn, conn.transaction():
+            yield conn
+            self._claim("ack", "deleted")
+            if not await ack_in_transaction(conn, self._id, self._token):
+                # Raised inside conn.transaction(): the handler's writes roll back with it.
+                raise self._refused("ack in its transaction (the handler's writes were rolled back)")
+
     async def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left.
 
@@ -230,6 +265,17 @@ class JobContext:
         if self._decided is not None:
             return False
         self._decided = "lost"
+        self._cancelled = True
+        if self._lease_listener is not None:
+            self._lease_listener()
+        return True
+
+    def _cancel_requested(self) -> bool:
+        """The job was cancelled (``pgqueue.cancel`` already removed it and recorded the failure):
+        stop the handler; False if it had decided already."""
+        if self._decided is not None:
+            return False
+        self._decided = "cancelled"
         self._cancelled = True
         if self._lease_listener is not None:
             self._lease_listener()
@@ -316,7 +362,7 @@ class SyncJobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``deleted``, ``failed``, ``lost`` or None while undecided."""
+        """``released``, ``deleted``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
         return self._context.decision
 
     @property
@@ -364,6 +410,27 @@ class SyncJobContext:
     def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left."""
         return self._call(lambda: self._context.extend(seconds))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """:meth:`JobContext.transaction` for a sync handler: a blocking connection (opened for this
+        block on the worker's database) whose transaction also carries the job's fenced ack."""
+        context = self._context
+        pool = context._pool
+        if pool is None:
+            raise QueueConfigurationError(
+                f"job {context.id}: context.transaction() needs a worker of a database connection; "
+                "nothing was written")
+        if context._decided is not None:
+            raise QueueLeaseError(f"job {context.id}: cannot open its transaction — the reservation was already "
+                                  f"{context._decided}; nothing was written")
+        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+        kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
+        with psycopg.connect(conninfo, **kwargs) as conn, conn.transaction():
+            yield conn
+            context._claim("ack", "deleted")
+            if not ack_in_transaction_sync(conn, context.id, context.token):
+                raise context._refused("ack in its transaction (the handler's writes were rolled back)")
 
     def __repr__(self) -> str:
         return f"Sync{self._context!r}"

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext, describe
+from pgqueue.control import check_limits
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -30,7 +31,7 @@ from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
-from pgqueue.store import QueueStats, Store, UniqueDispatch, record_failure_on
+from pgqueue.store import CancelOutcome, QueueControl, QueueStats, Store, UniqueDispatch, record_failure_on
 from pgqueue.worker import Worker
 from pgqueue.worker.scheduler import declared_schedules
 
@@ -451,6 +452,65 @@ class Queue:
         config = self.settings.connection(connection)
         store = await self._store(config)
         return await store.clear(queue or config.queue)
+
+    # ---------------------------------------------------------------- control
+    async def cancel(self, job_id: uuid.UUID | str, connection: str | None = None) -> CancelOutcome:
+        """Cancel a job: it is removed and recorded in failed_jobs with reason ``cancelled``.
+
+        Returns ``"cancelled"`` (it was waiting), ``"cancelled_running"`` (it was reserved: its
+        worker cancels the handler within milliseconds, and any later ack, release or failure of
+        that attempt is refused), or, changing nothing, ``"already_cancelled"``,
+        ``"already_failed"`` or ``"not_found"`` (unknown, or finished: acked jobs leave no row).
+        """
+        try:
+            job_id = job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id))
+        except ValueError:
+            raise QueueConfigurationError(f"{job_id!r} is not a job id (a UUID, as dispatch returned it); "
+                                          "nothing was cancelled") from None
+        store = await self._store(self.settings.connection(connection))
+        return await store.cancel(job_id)
+
+    async def pause(self, queue: str | None = None, connection: str | None = None) -> bool:
+        """Stop every worker (every host) reserving from a queue; running jobs finish, dispatch goes on.
+
+        Stored in the database: workers started later honour it too. Returns False if the queue
+        was already paused.
+        """
+        config = self.settings.connection(connection)
+        name = self._control_queue(queue or config.queue)
+        return await (await self._store(config)).pause(name)
+
+    async def resume(self, queue: str | None = None, connection: str | None = None) -> bool:
+        """Let workers reserve from a paused queue again (idle ones wake at once); False if it was not paused."""
+        config = self.settings.connection(connection)
+        return await (await self._store(config)).resume(self._control_queue(queue or config.queue))
+
+    async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
+                         rate_limit: int | None = None, rate_period: float | None = None,
+                         connection: str | None = None) -> None:
+        """Set a queue's global limits, enforced by the database for all workers on all hosts.
+
+        ``concurrency``: at most this many jobs of the queue reserved at once; ``rate_limit`` per
+        ``rate_period`` seconds: at most that many reservations (any window of T seconds sees at
+        most ``rate_limit * T / rate_period + 1``). None clears a limit. Takes effect live.
+        """
+        check_limits(concurrency, rate_limit, rate_period)
+        config = self.settings.connection(connection)
+        name = self._control_queue(queue or config.queue)
+        await (await self._store(config)).set_limits(name, concurrency, rate_limit,
+                                                     None if rate_period is None else float(rate_period))
+
+    async def controls(self, connection: str | None = None) -> list[QueueControl]:
+        """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""
+        store = await self._store(self.settings.connection(connection))
+        return await store.queue_controls()
+
+    @staticmethod
+    def _control_queue(name: str) -> str:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            raise QueueConfigurationError(f"{problem}; nothing was changed")
+        return name
 
     async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
                      concurrency: int = 10, **options: Any) -> Worker:

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -95,6 +95,27 @@ class QueueStats:
     expired: int
     failed: int
     oldest_ready_age: float | None
+
+
+#: What ``pgqueue.cancel`` did: removed a waiting job, removed a reserved one (its worker is
+#: told to stop the handler), or nothing, because the job was already cancelled, already
+#: failed, or is unknown (never dispatched, or finished: acked jobs leave no row).
+CancelOutcome = Literal["cancelled", "cancelled_running", "already_cancelled", "already_failed", "not_found"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueControl:
+    """What an operator set on a queue (a row of ``pgqueue.queues``).
+
+    ``concurrency``: at most this many jobs of the queue reserved at once, across all workers;
+    ``rate_limit`` per ``rate_period`` seconds: at most that many reservations. None: no limit.
+    """
+
+    queue: str
+    paused: bool
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +489,43 @@ class Store:
                 count = _first(await cur.fetchone())
         return int(count or 0)
 
+    async def cancel(self, job_id: uuid.UUID) -> CancelOutcome:
+        """Cancel a job into failed_jobs (reason ``cancelled``); see :data:`CancelOutcome`."""
+        with storage_errors("cancelling a job"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("cancel"), (job_id,))
+                outcome: CancelOutcome = _first(await cur.fetchone())
+        return outcome
+
+    async def pause(self, queue: str) -> bool:
+        """Stop every worker reserving from ``queue``; False if it was already paused."""
+        with storage_errors(f"pausing queue {queue!r}"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("pause"), (queue,))
+                return bool(_first(await cur.fetchone()))
+
+    async def resume(self, queue: str) -> bool:
+        """Let workers reserve from a paused ``queue`` again; False if it was not paused."""
+        with storage_errors(f"resuming queue {queue!r}"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("resume"), (queue,))
+                return bool(_first(await cur.fetchone()))
+
+    async def set_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,
+                         rate_period: float | None) -> None:
+        """Set (None: clear) the global concurrency and rate limits of ``queue``."""
+        with storage_errors(f"setting the limits of queue {queue!r}"):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period))
+
+    async def queue_controls(self) -> list[QueueControl]:
+        """Every queue's controls (paused, limits), by queue name; queues never controlled are absent."""
+        with storage_errors("reading the queue controls"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("queue_controls"))
+                rows = await cur.fetchall()
+        return [QueueControl(*row) for row in rows]
+
     async def listening_workers(self) -> int:
         """How many other sessions of this database LISTEN on pgqueue's channels (running workers)."""
         with storage_errors("counting listening workers"):
@@ -614,6 +672,23 @@ async def vacuum_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
 async def vacuum_unlock(conn: psycopg.AsyncConnection[Any], key: int) -> None:
     """Release the session advisory lock taken by :func:`try_vacuum_lock`."""
     await conn.execute(query("maintenance_unlock"), (key,))
+
+
+async def ack_in_transaction(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int) -> bool:
+    """The fenced ack of one job on ``conn``, inside the caller's transaction; False if refused."""
+    cur = await conn.execute(query("ack_in_transaction"), (job_id, token))
+    return bool(_first(await cur.fetchone()))
+
+
+def ack_in_transaction_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int) -> bool:
+    """:func:`ack_in_transaction` on a blocking connection."""
+    cur = conn.execute(query("ack_in_transaction"), (job_id, token))
+    return bool(_first(cur.fetchone()))
+
+
+async def listen_cancel(conn: psycopg.AsyncConnection[Any]) -> None:
+    """LISTEN for cancellations of running jobs (channel ``pgqueue_cancel``, payload = job id)."""
+    await conn.execute(query("listen_cancel"))
 
 
 async def listen(conn: psycopg.AsyncConnection[Any]) -> None:

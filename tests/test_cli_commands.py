@@ -17,8 +17,8 @@ from tests.cli_support import cli_env, command, enqueue, one_error_line, pgqueue
 Conn = psycopg.Connection[Any]
 
 COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forget", "queue:flush",
-            "queue:prune-failed", "queue:clear", "queue:status", "queue:dispatch", "schedule:list", "demo",
-            "embedded"]
+            "queue:prune-failed", "queue:clear", "queue:cancel", "queue:pause", "queue:resume", "queue:limit",
+            "queue:status", "queue:dispatch", "schedule:list", "demo", "embedded"]
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:

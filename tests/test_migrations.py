@@ -23,7 +23,7 @@ from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
-HEAD = "pgqueue_0003"
+HEAD = "pgqueue_0004"
 
 Snapshot = list[tuple[str, ...]]
 
@@ -226,8 +226,9 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
     assert "app_0001" in heads and HEAD in heads
 
     _alembic("upgrade", "heads", cwd=user_project, env=env)
-    assert _tables(empty_dsn) == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.schedule_ticks", "pgqueue.schedules",
-                                 "pgqueue.unique_keys", "public.alembic_version", "public.orders"]
+    assert _tables(empty_dsn) == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "pgqueue.schedule_ticks",
+                                  "pgqueue.schedules", "pgqueue.unique_keys", "public.alembic_version",
+                                  "public.orders"]
     # One history, the application's: pgqueue's revision is recorded next to the user's.
     assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]
     assert _functions(empty_dsn) == FUNCTIONS
@@ -355,7 +356,7 @@ def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
 
 def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
     modules = _revision_modules()
-    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", HEAD]
+    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", HEAD]
     listed: dict[str, str] = {}
     for module in modules.values():
         for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):

@@ -299,6 +299,14 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         call("select pgqueue.retry_failed_all(null)")
         call("select pgqueue.forget_failed(%s)", (uuid.uuid4(),))
         call("select pgqueue.flush_failed(null, interval '1 second')")
+        if scalar(conn, "select to_regprocedure('pgqueue.cancel(uuid)') is not null"):
+            # Queue controls: the limited path of reserve and next_due runs too.
+            call("select pgqueue.set_limits('q', 2, 10, 1)")
+            call("select pgqueue.pause('r')")
+            call("select * from pgqueue.reserve(array['q', 'r'], 3, 60)")
+            call("select pgqueue.next_due(array['q', 'r'])")
+            call("select pgqueue.resume('r')")
+            call("select pgqueue.cancel(%s)", (uuid.uuid4(),))
         call("select pgqueue.clear('q')")
         if scalar(conn, "select to_regprocedure('pgqueue.snooze(uuid, bigint, double precision)') is not null"):
             # Revision 0003: unique keys (a duplicate takes the exception path), the period

@@ -403,6 +403,127 @@ async def _clear(found: Target, name: str) -> tuple[int, int]:
     return (stats.reserved + stats.expired if stats else 0), removed
 
 
+# ------------------------------------------------------------------------ control
+QueueName = Annotated[str, typer.Argument(metavar="QUEUE", help="The queue.", callback=queue_name)]
+
+_CANCELLED = {
+    "cancelled": "cancelled job {id} (it was waiting); recorded in failed_jobs with reason 'cancelled'",
+    "cancelled_running": "cancelled job {id} while it ran: its worker stops the handler, and any later ack "
+                         "or retry of that attempt is refused; recorded in failed_jobs with reason 'cancelled'",
+}
+_NOT_CANCELLED = {
+    "already_cancelled": "job {id} was already cancelled; nothing changed",
+    "already_failed": "job {id} already failed (see `pgqueue queue:failed`); nothing changed",
+    "not_found": "job {id} is not queued: unknown, or finished (a finished job leaves no row); nothing changed",
+}
+
+
+@app.command("queue:cancel", short_help="Cancel jobs (waiting or running).")
+@reports_errors
+def queue_cancel(
+    ids: Annotated[list[str], typer.Argument(metavar="JOB_ID...", help="Job ids, as dispatch returned them.")],
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Cancel jobs: each is removed and recorded in failed_jobs with reason `cancelled`
+    (retry it with `pgqueue queue:retry`). A running job's handler is stopped by its worker
+    within milliseconds. Exits 1 if any job could not be cancelled (unknown, finished, or
+    already cancelled or failed)."""
+    wanted = []
+    for text in ids:
+        try:
+            wanted.append(uuid.UUID(text))
+        except ValueError:
+            fail(f"{text!r} is not a job id (a UUID, as dispatch returned it); nothing was cancelled", EXIT_CONFIG)
+    found = target(dsn)
+
+    async def cancel() -> bool:
+        ok = True
+        async with found.queue() as queue:
+            for job_id in wanted:
+                outcome = await queue.cancel(job_id, connection=found.connection.name)
+                if outcome in _CANCELLED:
+                    typer.echo(_CANCELLED[outcome].format(id=job_id))
+                else:
+                    err("pgqueue: " + _NOT_CANCELLED[outcome].format(id=job_id))
+                    ok = False
+        return ok
+
+    if not asyncio.run(cancel()):
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("queue:pause", short_help="Stop every worker reserving from a queue.")
+@reports_errors
+def queue_pause(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> None:
+    """Pause a queue: no worker on any host reserves from it (running jobs finish; dispatch
+    is still accepted; delayed jobs fall due and wait). Stored in the database, so workers
+    started later honour it too. Undo with `pgqueue queue:resume`."""
+    found = target(dsn)
+
+    async def pause() -> bool:
+        async with found.queue() as q:
+            return await q.pause(queue, connection=found.connection.name)
+
+    changed = asyncio.run(pause())
+    typer.echo(f"queue {queue!r} {'paused' if changed else 'was already paused'}")
+
+
+@app.command("queue:resume", short_help="Let workers reserve from a paused queue again.")
+@reports_errors
+def queue_resume(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> None:
+    """Resume a paused queue: idle workers are woken at once."""
+    found = target(dsn)
+
+    async def resume() -> bool:
+        async with found.queue() as q:
+            return await q.resume(queue, connection=found.connection.name)
+
+    changed = asyncio.run(resume())
+    typer.echo(f"queue {queue!r} {'resumed' if changed else 'was not paused'}")
+
+
+@app.command("queue:limit", short_help="Set a queue's global concurrency and rate limits.")
+@reports_errors
+def queue_limit(
+    queue: QueueName,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", metavar="N", help="At most N jobs of the queue reserved at once, across all workers.")] = None,
+    rate: Annotated[str | None, typer.Option(
+        "--rate", metavar="RATE", help="At most this many reservations per period: 100/s, 20/min, 500/h.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove both limits.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Set the global limits of a queue, enforced by the database for every worker on every
+    host, changed live. A limit not given keeps its current value; --clear removes both.
+    Without options, shows the current limits."""
+    if clear and (concurrency is not None or rate is not None):
+        fail("--clear removes both limits: give it alone", EXIT_CONFIG)
+    try:
+        rate_limit = None if rate is None else pgqueue.parse_rate(rate)
+    except pgqueue.QueueConfigurationError as exc:
+        fail(str(exc), EXIT_CONFIG)
+    found = target(dsn)
+
+    async def limit() -> pgqueue.QueueControl | None:
+        async with found.queue() as q:
+            name = found.connection.name
+            current = {c.queue: c for c in await q.controls(name)}.get(queue)
+            if clear or concurrency is not None or rate_limit is not None:
+                # A limit not given keeps its current value.
+                keep = current.concurrency if current else None
+                count, period = rate_limit or ((current.rate_limit, current.rate_period) if current else (None, None))
+                if clear:
+                    keep, count, period = None, None, None
+                await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
+                                   rate_limit=count, rate_period=period, connection=name)
+                current = {c.queue: c for c in await q.controls(name)}.get(queue)
+            return current
+
+    typer.echo(render.limits(queue, asyncio.run(limit())))
+
+
 @app.command("queue:status", short_help="Job counts per queue.")
 @reports_errors
 def queue_status(

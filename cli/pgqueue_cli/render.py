@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from pgqueue import FailedJob, Queue, QueueStats, ScheduleInfo
+from pgqueue import FailedJob, Queue, QueueControl, QueueStats, ScheduleInfo
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -59,9 +59,32 @@ def status_table(stats: Sequence[QueueStats], workers: int | None) -> str:
 
 
 async def status(queue: Queue, connection: str) -> str:
-    """The ``queue:status`` output of a connection's database."""
+    """The ``queue:status`` output of a connection's database, with paused queues and limits."""
     stats = await queue.stats(connection)
-    return status_table(stats, await queue.listening_workers(connection))
+    text = status_table(stats, await queue.listening_workers(connection))
+    controls = await queue.controls(connection)
+    paused = [c.queue for c in controls if c.paused]
+    if paused:
+        text += "\npaused: " + ", ".join(paused)
+    for control in controls:
+        if control.concurrency is not None or control.rate_limit is not None:
+            text += "\n" + limits(control.queue, control)
+    return text
+
+
+def limits(name: str, control: QueueControl | None) -> str:
+    """One line: a queue's global limits (``queue:limit``, ``queue:status``)."""
+    parts = []
+    if control is not None and control.concurrency is not None:
+        parts.append(f"concurrency {control.concurrency}")
+    if control is not None and control.rate_limit is not None and control.rate_period is not None:
+        parts.append(f"rate {control.rate_limit}/{_period(control.rate_period)}")
+    return f"limits of queue {name!r}: " + (", ".join(parts) if parts else "none")
+
+
+def _period(seconds: float) -> str:
+    named = {1.0: "s", 60.0: "min", 3600.0: "h"}
+    return named.get(seconds, f"{seconds:g}s")
 
 
 def _stamp(moment: datetime) -> str:

@@ -21,6 +21,7 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.store import Reservation, Store
+from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
 
@@ -78,8 +79,10 @@ class Executor:
 
     def __init__(self, store: Store, completer: Completer, stats: WorkerStats, *, lease_margin: float,
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
-                 threads: int) -> None:
+                 threads: int, cancellations: Cancellations | None = None) -> None:
         self._store = store
+        #: The running handlers by job id, so a cancellation (``pgqueue.cancel``) finds its handler.
+        self.cancellations = cancellations
         self._completer = completer
         self._stats = stats
         self._decisions = Decisions(store, completer)
@@ -134,10 +137,15 @@ class Executor:
                              queue=reservation.queue, connection=envelope.connection,
                              lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - received),
                              decisions=self._decisions)
+        context._pool = self._store.pool  # context.transaction() commits on it
+        if self.cancellations is not None:
+            self.cancellations.hold(context)
         try:
             await self._attempt(job, context, envelope)
         finally:
             # The job ends here (whatever ended it: see context.decision).
+            if self.cancellations is not None:
+                self.cancellations.drop(context)
             context.watch_lease(None)
             if self.heartbeat is not None:
                 self.heartbeat.drop(context)
@@ -187,6 +195,9 @@ class Executor:
             timed_out: Exception = raised
             if deadline.expired():
                 context.mark_cancelled()
+                if context.decision == "cancelled":  # pgqueue.cancel: already recorded in failed_jobs
+                    stats.cancelled += 1
+                    return
                 if context.decision == "lost":
                     # The heartbeat's renewal was refused: someone else holds the job now.
                     stats.lost += 1
@@ -231,6 +242,8 @@ class Executor:
                 stats.failed += 1
             elif context.decision == "lost":
                 stats.lost += 1
+            elif context.decision == "cancelled":
+                stats.cancelled += 1
             else:
                 stats.succeeded += 1
 

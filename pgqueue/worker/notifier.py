@@ -8,25 +8,28 @@ from collections.abc import Callable, Collection
 
 import psycopg
 
-from pgqueue.store import listen
+from pgqueue.store import listen, listen_cancel
 
 logger = logging.getLogger("pgqueue.worker")
 
 
 class Notifier:
     """LISTENs on channel ``pgqueue`` and calls ``wake`` for notifications of its queues;
-    on channel ``pgqueue_delayed`` (a delayed job was enqueued) it calls ``rescheduled``.
+    on channel ``pgqueue_delayed`` (a delayed job was enqueued) it calls ``rescheduled``; on
+    channel ``pgqueue_cancel`` (a reserved job was cancelled) it calls ``cancelled`` with the job id.
 
     If the connection drops, it reconnects with backoff, LISTENs again and calls ``wake``
     once, so a job notified while it was away is picked up by a catch-up reservation.
     """
 
     def __init__(self, dsn: str, queues: Collection[str], wake: Callable[[], None],
-                 rescheduled: Callable[[], None] | None = None) -> None:
+                 rescheduled: Callable[[], None] | None = None,
+                 cancelled: Callable[[str], None] | None = None) -> None:
         self._dsn = dsn
         self._queues = frozenset(queues)
         self._wake = wake
         self._rescheduled = rescheduled
+        self._cancelled = cancelled
         self.connected = asyncio.Event()
         self.reconnects = 0
 
@@ -38,10 +41,16 @@ class Notifier:
             try:
                 conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
                 await listen(conn)
+                if self._cancelled is not None:
+                    await listen_cancel(conn)
                 self.connected.set()
                 delay = 0.05
                 self._wake()  # catch up on anything notified before (or while away)
                 async for notify in conn.notifies():
+                    if notify.channel == "pgqueue_cancel":
+                        if self._cancelled is not None:
+                            self._cancelled(notify.payload)
+                        continue
                     if notify.payload not in self._queues:
                         continue
                     if notify.channel == "pgqueue":

@@ -25,6 +25,7 @@ from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import Job, registered_jobs
 from pgqueue.store import Store
+from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor, Scope
 from pgqueue.worker.fetcher import Fetcher
@@ -52,6 +53,8 @@ class WorkerStats:
     lost: int = 0
     #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
     vacuums: int = 0
+    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``).
+    cancelled: int = 0
 
 
 class Worker:
@@ -177,9 +180,12 @@ class Worker:
         #: reserves and starts executions.
         self.completer = Completer(self.store, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
                                    on_refused=self._ack_refused)
+        #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
+        self.cancellations = Cancellations()
         self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
-                                 threads=threads if threads is not None else min(concurrency, 32))
+                                 threads=threads if threads is not None else min(concurrency, 32),
+                                 cancellations=self.cancellations)
         #: The periodic-job scheduler (issue 13): enqueues the due ticks of these schedules.
         scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
         self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
@@ -192,7 +198,8 @@ class Worker:
         #: The LISTEN connection's notifier (None with ``listen=False``); ``notifier.connected``
         #: is set while it listens.
         self.notifier: Notifier | None = (
-            Notifier(self.listen_dsn, self.queues, self.fetcher.wake, self.fetcher.reschedule) if listen else None
+            Notifier(self.listen_dsn, self.queues, self.fetcher.wake, self.fetcher.reschedule,
+                     self.cancellations.cancel) if listen else None
         )
         self._stopping = False
 

@@ -10,6 +10,11 @@
 --   retry_until passed                        -> reason 'deadline_passed'
 --   attempts used up and its lease expired    -> reason 'lease_expired_after_final_attempt'
 --   attempts used up (released on its last)   -> reason 'attempts_exhausted'
+-- Queue controls (pgqueue.queues) are decided here, so no worker can overshoot by racing:
+-- a paused queue is skipped; a queue with a concurrency or rate limit has its row locked
+-- (SKIP LOCKED: a worker that finds another reserving from it moves on to its next queue)
+-- while the jobs of the queue reserved with a live lease are counted and its token bucket
+-- is refilled and spent. A queue without a row costs one primary-key probe.
 -- From psql:  select * from pgqueue.reserve(array['default'], 10, 60);
 create or replace function pgqueue.reserve(p_queues text[], p_max_jobs integer, p_lease_seconds double precision)
 returns table (id uuid, token bigint, attempts integer, max_tries integer, retry_until timestamptz,
@@ -27,6 +32,11 @@ declare
     v_ids uuid[];
     v_doomed boolean;
     v_granted integer;
+    v_take integer;
+    v_control pgqueue.queues;
+    v_running integer;
+    v_tokens double precision;
+    v_limited boolean;
 begin
     if p_max_jobs is null or p_max_jobs < 1 then
         raise exception 'pgqueue.reserve: max_jobs must be >= 1, got %', p_max_jobs using errcode = '22023';
@@ -44,10 +54,35 @@ begin
 
     foreach v_queue in array p_queues loop
         exit when v_remaining <= 0;
+        v_take := v_remaining;
+        v_limited := false;
+        select q.* into v_control from pgqueue.queues q where q.name = v_queue;
+        if found then
+            continue when v_control.paused;
+            if v_control.concurrency is not null or v_control.rate_limit is not null then
+                -- Serialise the reservations of a limited queue: the count below then sees
+                -- every grant committed before, and none can be granted beside ours.
+                select q.* into v_control from pgqueue.queues q where q.name = v_queue for update skip locked;
+                continue when not found or v_control.paused;
+                v_limited := true;
+                if v_control.concurrency is not null then
+                    select count(*) into v_running from pgqueue.jobs j
+                    where j.queue = v_queue and j.token is not null and j.available_at > v_now;
+                    v_take := least(v_take, v_control.concurrency - v_running);
+                end if;
+                if v_control.rate_limit is not null then
+                    v_tokens := least(1.0, v_control.rate_tokens
+                        + extract(epoch from v_now - v_control.rate_refilled_at)::double precision
+                          * v_control.rate_limit / extract(epoch from v_control.rate_period)::double precision);
+                    v_take := least(v_take, floor(v_tokens)::integer);
+                end if;
+                continue when v_take <= 0;
+            end if;
+        end if;
         -- Walk the priorities present in this queue from the highest down: each step is
         -- one index probe, and each reservation below is a clean range of the index.
         select max(j.priority) into v_priority from pgqueue.jobs j where j.queue = v_queue;
-        while v_priority is not null and v_remaining > 0 loop
+        while v_priority is not null and v_take > 0 loop
             -- 1. Lock the candidates: a range of jobs_reservation_idx, oldest due first.
             select array_agg(c.id order by c.available_at),
                    coalesce(bool_or(c.attempts >= c.max_tries or c.retry_until < v_now), false)
@@ -57,7 +92,7 @@ begin
                 from pgqueue.jobs j
                 where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_now
                 order by j.available_at
-                limit v_remaining
+                limit v_take
                 for update skip locked
             ) c;
 
@@ -108,14 +143,21 @@ begin
                 order by array_position(v_ids, g.id);
                 get diagnostics v_granted = row_count;
                 v_remaining := v_remaining - v_granted;
+                v_take := v_take - v_granted;
+                if v_limited and v_control.rate_limit is not null then
+                    v_tokens := v_tokens - v_granted;
+                end if;
                 -- A full batch needs no further probe (one index probe less per call).
-                exit when v_remaining <= 0;
+                exit when v_take <= 0;
                 -- Doomed candidates took slots without filling them: look at this priority again.
                 continue when v_doomed;
             end if;
             select max(j.priority) into v_priority
             from pgqueue.jobs j where j.queue = v_queue and j.priority < v_priority;
         end loop;
+        if v_limited and v_control.rate_limit is not null then
+            update pgqueue.queues q set rate_tokens = v_tokens, rate_refilled_at = v_now where q.name = v_queue;
+        end if;
     end loop;
 end
 $$;

@@ -153,3 +153,43 @@ class AlwaysFailsJob(Job):
     async def handle(self, context: JobContext) -> None:
         await append(context)
         raise RuntimeError(f"job {self.n} fails on purpose (attempt {context.attempts})")
+
+
+def _ledger_dsn() -> str:
+    return _ledger.dsn if _ledger is not None else os.environ[LEDGER_DSN_ENV]
+
+
+class SpanJob(Job):
+    """Records when its handler starts and ends (``fault_spans``, database clock), working
+    ``work`` seconds between the two: the ledger of the global-limit tests (issue 14)."""
+
+    name = "faults:span"
+
+    n: int
+    work: float = 0.0
+
+    async def handle(self, context: JobContext) -> None:
+        async with await psycopg.AsyncConnection.connect(_ledger_dsn(), autocommit=True) as conn:
+            await conn.execute(b"insert into fault_spans (n, event) values (%s, 'start')", (self.n,))
+            if self.work:
+                await asyncio.sleep(self.work)
+            await conn.execute(b"insert into fault_spans (n, event) values (%s, 'end')", (self.n,))
+
+
+class EffectJob(Job):
+    """Records its execution, works ``work`` seconds, then writes its effect (``fault_effects``)
+    through ``context.transaction()``: the effect commits with the job's fenced ack (issue 14)."""
+
+    name = "faults:effect"
+    tries = 25
+
+    n: int
+    work: float = 0.0
+
+    async def handle(self, context: JobContext) -> None:
+        await append(context)
+        if self.work:
+            await asyncio.sleep(self.work)
+        async with context.transaction() as conn:
+            await conn.execute(b"insert into fault_effects (job_id, n, token) values (%s, %s, %s)",
+                               (context.id, self.n, context.token))

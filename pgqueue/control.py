@@ -1,0 +1,48 @@
+"""Queue controls an operator sets: pause, global concurrency and rate limits, and cancel.
+
+The database decides: ``pgqueue.reserve`` reads ``pgqueue.queues`` and enforces every
+control for every worker on every host. This module only checks what a person typed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pgqueue.errors import QueueConfigurationError
+from pgqueue.store import CancelOutcome, QueueControl
+
+__all__ = ["CancelOutcome", "QueueControl", "parse_rate"]
+
+_PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+            "h": 3600.0, "hour": 3600.0}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """``"100/s"`` -> ``(100, 1.0)``: reservations and the period in seconds (``/s``, ``/min``, ``/h``)."""
+    match = _RATE.match(text.lower())
+    if match is None or match.group(2) not in _PERIODS or int(match.group(1)) < 1:
+        raise QueueConfigurationError(
+            f"rate {text!r} is not a rate: write a whole number of at least 1 per period, e.g. 100/s, 20/min "
+            "or 500/h; the limits were not changed")
+    return int(match.group(1)), _PERIODS[match.group(2)]
+
+
+def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None) -> None:
+    """Refuse limits ``pgqueue.set_limits`` would refuse, naming the bad value (nothing is changed)."""
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise QueueConfigurationError(
+            f"concurrency must be a whole number >= 1 (or None for no limit), got {concurrency!r}; "
+            "the limits were not changed")
+    if (rate_limit is None) != (rate_period is None):
+        raise QueueConfigurationError("give rate_limit and rate_period together (or neither); "
+                                      "the limits were not changed")
+    if rate_limit is not None and (isinstance(rate_limit, bool) or not isinstance(rate_limit, int) or rate_limit < 1):
+        raise QueueConfigurationError(f"rate_limit must be a whole number >= 1, got {rate_limit!r}; "
+                                      "the limits were not changed")
+    if rate_period is not None and not (isinstance(rate_period, int | float) and not isinstance(rate_period, bool)
+                                        and math.isfinite(rate_period) and 0.001 <= rate_period <= 31536000):
+        raise QueueConfigurationError(f"rate_period must be from 0.001 to 31536000 seconds, got {rate_period!r}; "
+                                      "the limits were not changed")

@@ -1,0 +1,1 @@
+select pgqueue.cancel(%s::uuid)

@@ -1,0 +1,1 @@
+select pgqueue.pause(%s::text)

@@ -1,0 +1,1 @@
+select pgqueue.resume(%s::text)
