@@ -21,7 +21,7 @@ import time
 import psycopg
 
 from benchmarks.worker_drain import _db, drop_database, fresh_database, percentile
-from pgqueue import Job, JobContext, Queue
+from pgqueue import Client, Job, JobContext
 
 STARTED: asyncio.Queue[float] = asyncio.Queue()
 STOPPED: asyncio.Queue[float] = asyncio.Queue()
@@ -43,14 +43,14 @@ class Waits(Job):
 
 async def measure(dsn: str, jobs: int) -> list[float]:
     ms: list[float] = []
-    async with Queue(dsn) as queue:
-        worker = await queue.worker(concurrency=1, poll_interval=600, maintenance_interval=None)
+    async with Client(dsn) as client:
+        worker = await client.worker(concurrency=1, poll_interval=600, maintenance_interval=None)
         task = asyncio.create_task(worker.run())
         assert worker.notifier is not None
         await worker.notifier.connected.wait()
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             for _ in range(jobs):
-                job_id = await queue.push(Waits())
+                job_id = await client.dispatch(Waits())
                 await STARTED.get()
                 sent = time.perf_counter()
                 await conn.execute("select pgqueue.cancel(%s)", (job_id,))

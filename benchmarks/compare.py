@@ -148,7 +148,7 @@ async def _serving(case: Case, dsn: str, body: Callable[[WorkerProcess, Any], Aw
 
 
 def _default_concurrency(system: str) -> int:
-    # Each system's own default: pgqueue Queue.worker() 10, procrastinate 1, PgQueuer no cap.
+    # Each system's own default: pgqueue Client.worker() 10, procrastinate 1, PgQueuer no cap.
     return {"pgqueue": 10, "procrastinate": 1, "pgqueuer": 0}[system]
 
 

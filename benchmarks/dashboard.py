@@ -22,7 +22,7 @@ import httpx
 import psycopg
 
 from benchmarks.common import fresh_database, sql
-from pgqueue import Queue, load_settings, migrate
+from pgqueue import Client, load_settings, migrate
 from pgqueue.dashboard import create_app
 
 DEFAULT_ADMIN = os.environ.get("PGQUEUE_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -40,8 +40,8 @@ async def seed(dsn: str, jobs: int, failures: int) -> None:
 
 async def measure(dsn: str, runs: int) -> list[tuple[str, list[float]]]:
     settings = load_settings(None, dsn=dsn, environ={})
-    async with Queue(settings=settings) as queue:
-        app = create_app(queue)
+    async with Client(settings=settings) as client:
+        app = create_app(client)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as web:
             first = (await web.get("/failed")).text

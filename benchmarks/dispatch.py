@@ -1,4 +1,4 @@
-"""Dispatch throughput: single dispatch (one transaction per job) and bulk push_many.
+"""Dispatch throughput: single dispatch (one transaction per job) and bulk dispatch_many.
 
 Runs against a fresh database created on the server of ``--dsn`` (an admin DSN; default: the
 machine's PostgreSQL at 127.0.0.1:5432) and dropped afterwards. Prints jobs/s per scenario.
@@ -6,7 +6,7 @@ machine's PostgreSQL at 127.0.0.1:5432) and dropped afterwards. Prints jobs/s pe
     uv run python benchmarks/dispatch.py
     uv run python benchmarks/dispatch.py --single 5000 --bulk 100000 --profile
 
-``--profile`` also runs cProfile over the Python side of push_many (building, validating and
+``--profile`` also runs cProfile over the Python side of dispatch_many (building, validating and
 encoding envelopes, no database) and prints the top functions.
 """
 
@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgqueue import Job, JobContext, Queue, load_settings, migrate
+from pgqueue import Client, Job, JobContext, load_settings, migrate
 from pgqueue.resources import query
 
 
@@ -65,64 +65,64 @@ async def count_jobs(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
-async def bench_single_on_connection(queue: Queue, dsn: str, count: int) -> None:
+async def bench_single_on_connection(client: Client, dsn: str, count: int) -> None:
     jobs = make_jobs(count)
     async with await psycopg.AsyncConnection.connect(dsn, prepare_threshold=0) as conn:
         started = time.perf_counter()
         for job in jobs:
             async with conn.transaction():
-                await job.dispatch(conn, using=queue)
+                await job.dispatch(conn, using=client)
         elapsed = time.perf_counter() - started
     assert await count_jobs(dsn) == count
     report("single: Job.dispatch(AsyncConnection), 1 transaction/job", count, elapsed)
 
 
-async def bench_single_own_pool(queue: Queue, dsn: str, count: int) -> None:
+async def bench_single_own_pool(client: Client, dsn: str, count: int) -> None:
     jobs = make_jobs(count)
-    await queue.push(make_jobs(1)[0])  # open the pool outside the timing
+    await client.dispatch(make_jobs(1)[0])  # open the pool outside the timing
     await truncate(dsn)
     started = time.perf_counter()
     for job in jobs:
-        await queue.push(job)
+        await client.dispatch(job)
     elapsed = time.perf_counter() - started
     assert await count_jobs(dsn) == count
-    report("single: Queue.push() on the queue's own pool (autocommit)", count, elapsed)
+    report("single: Client.dispatch() on the client's own pool (autocommit)", count, elapsed)
 
 
-async def bench_single_unique(queue: Queue, dsn: str, count: int, *, duplicate: bool) -> None:
-    """Queue.push_unique on the own pool: distinct keys (each inserts) or one key (all but the first are
+async def bench_single_unique(client: Client, dsn: str, count: int, *, duplicate: bool) -> None:
+    """Client.dispatch_unique on the own pool: distinct keys (each inserts) or one key (all but the first are
     duplicates)."""
     jobs = make_jobs(count)
-    await queue.push(make_jobs(1)[0])  # open the pool outside the timing
+    await client.dispatch(make_jobs(1)[0])  # open the pool outside the timing
     await truncate(dsn)
     started = time.perf_counter()
     for n, job in enumerate(jobs):
-        await queue.push_unique(job, "same" if duplicate else f"order:{n}")
+        await client.dispatch_unique(job, "same" if duplicate else f"order:{n}")
     elapsed = time.perf_counter() - started
     assert await count_jobs(dsn) == (1 if duplicate else count)
     what = "one key, duplicates" if duplicate else "distinct keys"
-    report(f"single: Queue.push_unique() on the own pool, {what}", count, elapsed)
+    report(f"single: Client.dispatch_unique() on the own pool, {what}", count, elapsed)
 
 
-async def bench_bulk(queue: Queue, dsn: str, total: int, chunk: int) -> None:
+async def bench_bulk(client: Client, dsn: str, total: int, chunk: int) -> None:
     jobs = make_jobs(total)
     started = time.perf_counter()
     for offset in range(0, total, chunk):
-        await queue.push_many(jobs[offset:offset + chunk])
+        await client.dispatch_many(jobs[offset:offset + chunk])
     elapsed = time.perf_counter() - started
     assert await count_jobs(dsn) == total
-    report(f"bulk: push_many, chunks of {chunk}", total, elapsed)
+    report(f"bulk: dispatch_many, chunks of {chunk}", total, elapsed)
 
 
-def bench_python_side(queue: Queue, total: int, chunk: int, profile: bool) -> None:
-    """Envelope building + validation + encoding alone, as push_many does it (no database)."""
+def bench_python_side(client: Client, total: int, chunk: int, profile: bool) -> None:
+    """Envelope building + validation + encoding alone, as dispatch_many does it (no database)."""
     jobs = make_jobs(total)
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
     if profiler:
         profiler.enable()
     for offset in range(0, total, chunk):
-        queue.encode_many(jobs[offset:offset + chunk])
+        client.encode_many(jobs[offset:offset + chunk])
     if profiler:
         profiler.disable()
     elapsed = time.perf_counter() - started
@@ -131,10 +131,10 @@ def bench_python_side(queue: Queue, total: int, chunk: int, profile: bool) -> No
         pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 
-async def bench_sql_side(dsn: str, queue: Queue, total: int, chunk: int) -> None:
+async def bench_sql_side(dsn: str, client: Client, total: int, chunk: int) -> None:
     """The enqueue_many statement alone, with the JSON text prepared beforehand."""
     jobs = make_jobs(total)
-    texts = [queue.encode_many(jobs[offset:offset + chunk]).text for offset in range(0, total, chunk)]
+    texts = [client.encode_many(jobs[offset:offset + chunk]).text for offset in range(0, total, chunk)]
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         started = time.perf_counter()
         for text in texts:
@@ -149,7 +149,7 @@ async def main() -> None:
                         help="admin DSN of the server to benchmark on (a database is created and dropped)")
     parser.add_argument("--single", type=int, default=3000, help="jobs for each single-dispatch scenario")
     parser.add_argument("--bulk", type=int, default=100_000, help="jobs for each bulk scenario")
-    parser.add_argument("--profile", action="store_true", help="cProfile the Python side of push_many")
+    parser.add_argument("--profile", action="store_true", help="cProfile the Python side of dispatch_many")
     options = parser.parse_args()
 
     name = f"pgqueue_bench_dispatch_{os.getpid()}"
@@ -163,24 +163,24 @@ async def main() -> None:
           f"synchronous_commit={sync_commit[0] if sync_commit else '?'}), fresh database {name}", flush=True)
     try:
         migrate.upgrade(dsn)
-        queue = Queue(settings=load_settings(None, dsn=dsn, environ={}))
+        client = Client(settings=load_settings(None, dsn=dsn, environ={}))
         try:
-            await bench_single_on_connection(queue, dsn, options.single)
+            await bench_single_on_connection(client, dsn, options.single)
             await truncate(dsn)
-            await bench_single_own_pool(queue, dsn, options.single)
-            if hasattr(queue, "push_unique"):  # revision 0003 on: unique keys (issue 13)
-                await bench_single_unique(queue, dsn, options.single, duplicate=False)
-                await bench_single_unique(queue, dsn, options.single, duplicate=True)
+            await bench_single_own_pool(client, dsn, options.single)
+            if hasattr(client, "dispatch_unique"):  # revision 0003 on: unique keys (issue 13)
+                await bench_single_unique(client, dsn, options.single, duplicate=False)
+                await bench_single_unique(client, dsn, options.single, duplicate=True)
             for chunk in (5_000, options.bulk):
                 await truncate(dsn)
-                await bench_bulk(queue, dsn, options.bulk, chunk)
+                await bench_bulk(client, dsn, options.bulk, chunk)
             for chunk in (5_000, options.bulk):
-                bench_python_side(queue, options.bulk, chunk, options.profile and chunk == 5_000)
+                bench_python_side(client, options.bulk, chunk, options.profile and chunk == 5_000)
             for chunk in (5_000, options.bulk):
                 await truncate(dsn)
-                await bench_sql_side(dsn, queue, options.bulk, chunk)
+                await bench_sql_side(dsn, client, options.bulk, chunk)
         finally:
-            await queue.close()
+            await client.close()
     finally:
         with psycopg.connect(options.dsn, autocommit=True) as admin:
             admin.execute(f'drop database if exists "{name}" with (force)')

@@ -3,7 +3,7 @@
     uv run python -m benchmarks.processes --dsn postgresql://postgres@127.0.0.1:5432/postgres
 
 For each workload and each process count, a fresh migrated database gets the whole backlog
-(``Queue.push_many`` in chunks, before the clock starts), then the real command
+(``Client.dispatch_many`` in chunks, before the clock starts), then the real command
 ``pgqueue queue:work --processes N --stop-when-empty`` runs until the queue is empty. The
 time is the command's wall time, start-up of the supervisor and its workers included.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pgqueue import Job, JobContext, Queue, migrate
+from pgqueue import Client, Job, JobContext, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,9 +60,9 @@ def _database(admin: str, name: str) -> str:
 
 
 async def _fill(dsn: str, jobs: list[Job]) -> None:
-    async with Queue(dsn=dsn) as queue:
+    async with Client(dsn=dsn) as client:
         for start in range(0, len(jobs), 5000):
-            await queue.push_many(jobs[start:start + 5000])
+            await client.dispatch_many(jobs[start:start + 5000])
 
 
 def drain(admin: str, workload: str, count: int, processes: int, concurrency: int) -> dict[str, object]:

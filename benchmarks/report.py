@@ -271,9 +271,10 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
             lines.append(f"| {_label(key)} | {cell(results.get('single', {}).get(key, {}).get('jobs_per_s'))} | "
                          f"{cell(results.get('bulk', {}).get(key, {}).get('jobs_per_s'))} |")
         lines += ["", "How each system enqueues:", "",
-                  "- pgqueue: `async with conn.transaction(): await job.dispatch(conn, using=queue)` on a psycopg "
-                  "connection (the transactional-outbox case); `pgqueue push`: `await queue.push(job)` on the "
-                  "queue's own pool, one autocommit statement like the peers below; bulk: `queue.push_many(jobs)`.",
+                  "- pgqueue: `async with conn.transaction(): await job.dispatch(conn, using=client)` on a psycopg "
+                  "connection (the transactional-outbox case); `pgqueue push`: `await client.dispatch(job)` on the "
+                  "client's own pool, one autocommit statement like the peers below; "
+                  "bulk: `client.dispatch_many(jobs)`.",
                   "- procrastinate: `await task.defer_async(...)` (its pool, autocommit); bulk: "
                   "`task.batch_defer_async(*kwargs)`.",
                   "- PgQueuer: `await queries.enqueue(entrypoint, payload)` on a psycopg autocommit connection "
@@ -289,7 +290,7 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
         for key, figures in results["drain"].items():
             lines.append(f"| {_label(key)} | {fmt(figures['jobs']['median'])} | {cell(figures['jobs_per_s'])} | "
                          f"{cell(figures['wall_jobs_per_s'])} |")
-        lines += ["", "Concurrency settings: pgqueue `queue.worker(concurrency=c)`; procrastinate "
+        lines += ["", "Concurrency settings: pgqueue `client.worker(concurrency=c)`; procrastinate "
                   "`app.run_worker_async(concurrency=c, wait=False)`; PgQueuer `run(mode=drain, "
                   "max_concurrent_tasks=c, batch_size=min(10, c//2))` — PgQueuer requires "
                   "max_concurrent_tasks >= 2 x batch_size, so *c1* runs with batch_size 1 and a cap of 2. "
@@ -344,7 +345,7 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
         change = 100 * (last - first) / first if first else float("nan")
         samples = s.get("samples", [])
         lines += ["## pgqueue sustained load", "",
-                  f"{s['minutes']} minutes; one producer (`push_many` of {s['batch']} jobs, pausing while more "
+                  f"{s['minutes']} minutes; one producer (`dispatch_many` of {s['batch']} jobs, pausing while more "
                   f"than {s['backlog_cap']:,} rows wait) and one worker process at concurrency "
                   f"{s['concurrency']}, concurrently. Sampled every few seconds.", "",
                   f"- completed: {fmt(s['completed'])} jobs",

@@ -32,11 +32,11 @@ class ScalingSizes:
 
 
 async def _template(dsn: str) -> tuple[str, int]:
-    from pgqueue import Queue
+    from pgqueue import Client
 
     noop = pgqueue_job()
-    async with Queue(dsn) as queue:
-        envelope, _ = queue.envelope(noop(seq=0))
+    async with Client(dsn) as client:
+        envelope, _ = client.envelope(noop(seq=0))
     data = envelope.to_data()
     return json.dumps(data), int(data["tries"])
 

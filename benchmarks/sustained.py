@@ -28,9 +28,9 @@ class SustainedSizes:
 
 
 async def run_sustained(admin_dsn: str, sizes: SustainedSizes, results: dict[str, Any]) -> None:
-    """One producer (push_many of ``batch`` jobs, pausing while more than ``backlog_cap``
+    """One producer (dispatch_many of ``batch`` jobs, pausing while more than ``backlog_cap``
     wait) and one worker process at ``concurrency``, for ``minutes``."""
-    from pgqueue import Queue
+    from pgqueue import Client
 
     noop = pgqueue_job()
     samples: list[dict[str, float]] = []
@@ -41,7 +41,7 @@ async def run_sustained(admin_dsn: str, sizes: SustainedSizes, results: dict[str
         enqueued = 0
         stop = asyncio.Event()
 
-        async def produce(queue: Queue, conn: psycopg.AsyncConnection[Any]) -> None:
+        async def produce(client: Client, conn: psycopg.AsyncConnection[Any]) -> None:
             nonlocal enqueued
             seq = 0
             while not stop.is_set():
@@ -52,7 +52,7 @@ async def run_sustained(admin_dsn: str, sizes: SustainedSizes, results: dict[str
                         await asyncio.wait_for(stop.wait(), 0.05)
                     continue
                 for _ in range(10):
-                    await queue.push_many([noop(seq=s) for s in range(seq, seq + sizes.batch)])
+                    await client.dispatch_many([noop(seq=s) for s in range(seq, seq + sizes.batch)])
                     seq += sizes.batch
                     enqueued = seq
 
@@ -78,11 +78,11 @@ async def run_sustained(admin_dsn: str, sizes: SustainedSizes, results: dict[str
 
         try:
             await asyncio.wait_for(worker.ready.wait(), 60)
-            async with Queue(dsn) as queue, \
+            async with Client(dsn) as client, \
                     await psycopg.AsyncConnection.connect(dsn, autocommit=True) as pconn, \
                     await psycopg.AsyncConnection.connect(dsn, autocommit=True) as sconn:
                 started = time.monotonic()
-                tasks = [asyncio.create_task(produce(queue, pconn)), asyncio.create_task(sample(sconn, started))]
+                tasks = [asyncio.create_task(produce(client, pconn)), asyncio.create_task(sample(sconn, started))]
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks)), sizes.minutes * 60)
                 stop.set()

@@ -68,10 +68,10 @@ class Producer(Protocol):
 
 
 class PgqueueProducer:
-    """pgqueue: ``job.dispatch(conn)`` inside the caller's transaction (variant ``push``: the queue's pool)."""
+    """pgqueue: ``job.dispatch(conn)`` inside the caller's transaction (variant ``push``: the client's pool)."""
 
-    def __init__(self, queue: Any, conn: psycopg.AsyncConnection[Any], variant: str) -> None:
-        self.queue = queue
+    def __init__(self, client: Any, conn: psycopg.AsyncConnection[Any], variant: str) -> None:
+        self.client = client
         self.conn = conn
         self.variant = variant
         self.noop = pgqueue_job()
@@ -79,17 +79,17 @@ class PgqueueProducer:
     async def single(self, seq: int) -> float:
         job = self.noop(seq=seq)
         if self.variant == "push":
-            await self.queue.push(job)
+            await self.client.dispatch(job)
         else:
             async with self.conn.transaction():
-                await job.dispatch(self.conn, using=self.queue)
+                await job.dispatch(self.conn, using=self.client)
         return time.time()
 
     async def bulk(self, seqs: list[int]) -> None:
-        await self.queue.push_many([self.noop(seq=s) for s in seqs])
+        await self.client.dispatch_many([self.noop(seq=s) for s in seqs])
 
     async def delayed(self, seq: int, due_at: float) -> None:
-        await self.queue.push(self.noop(seq=seq), delay=max(0.0, due_at - time.time()))
+        await self.client.dispatch(self.noop(seq=seq), delay=max(0.0, due_at - time.time()))
 
 
 class ProcrastinateProducer:
@@ -131,10 +131,10 @@ class PgqueuerProducer:
 async def producer(system: str, dsn: str, variant: str = "default") -> AsyncIterator[Producer]:
     """An open producer of ``system`` on the database at ``dsn``."""
     if system == "pgqueue":
-        from pgqueue import Queue
+        from pgqueue import Client
 
-        async with Queue(dsn) as queue, await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            yield PgqueueProducer(queue, conn, variant)
+        async with Client(dsn) as client, await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            yield PgqueueProducer(client, conn, variant)
     elif system == "procrastinate":
         app = procrastinate_app(dsn)
         async with app.open_async():

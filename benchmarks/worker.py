@@ -23,11 +23,11 @@ from benchmarks.recorder import RECORDER
 
 async def run_pgqueue(dsn: str, mode: str, concurrency: int, variant: str, max_jobs: int | None = None) -> float:
     from benchmarks.systems import pgqueue_job
-    from pgqueue import Queue
+    from pgqueue import Client
 
     pgqueue_job()
-    async with Queue(dsn) as queue:
-        worker = await queue.worker(concurrency=concurrency)
+    async with Client(dsn) as client:
+        worker = await client.worker(concurrency=concurrency)
         if mode == "serve":
             worker.install_signal_handlers()
             print("ready", flush=True)

@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgqueue import Job, JobContext, Queue, migrate
+from pgqueue import Client, Job, JobContext, migrate
 
 WORKER_RESULTS: list[tuple[str, float]] = []
 
@@ -79,8 +79,8 @@ def rss_mib() -> float:
 
 async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when_empty: bool,
                      rss_at: list[int]) -> dict[str, Any]:
-    async with Queue(dsn) as queue:
-        worker = await queue.worker(concurrency=concurrency, poll_interval=5.0)
+    async with Client(dsn) as client:
+        worker = await client.worker(concurrency=concurrency, poll_interval=5.0)
         marks: dict[str, float] = {}
 
         async def sample() -> None:
@@ -132,9 +132,9 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 async def enqueue_bulk(dsn: str, jobs: int, chunk: int = 10_000) -> float:
     started = time.perf_counter()
-    async with Queue(dsn) as queue:
+    async with Client(dsn) as client:
         for start in range(0, jobs, chunk):
-            await queue.push_many([Noop() for _ in range(min(chunk, jobs - start))])
+            await client.dispatch_many([Noop() for _ in range(min(chunk, jobs - start))])
     return time.perf_counter() - started
 
 
@@ -180,10 +180,10 @@ async def produce_spaced(dsn: str, jobs: int, gap: float, delay: float) -> dict[
     its commit for an immediate job, commit + delay for a delayed one."""
     runnable: dict[str, float] = {}
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        queue = Queue(dsn)
+        client = Client(dsn)
         for _ in range(jobs):
             async with conn.transaction():
-                job_id = await Stamp().dispatch(conn, using=queue, delay=delay)
+                job_id = await Stamp().dispatch(conn, using=client, delay=delay)
                 inserted = time.time()
             committed = time.time()
             runnable[str(job_id)] = committed if delay == 0 else max(committed, inserted + delay)

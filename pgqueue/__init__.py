@@ -9,11 +9,11 @@ The public API:
   :class:`JobContext` — what a handler receives (:class:`SyncJobContext`: what a plain
   ``def handle`` receives, the same methods, blocking).
 - :class:`Backoff` — retry delays.
-- :class:`Queue` — dispatch (``push``, ``push_many``), failed jobs, stats, workers; control
+- :class:`Client` — dispatch (``dispatch``, ``dispatch_many``), failed jobs, stats, workers; control
   (``cancel`` -> :data:`pgqueue.control.CancelOutcome`, ``pause``, ``resume``, ``set_limits``,
   ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``);
-  :func:`default_queue` / :func:`set_default_queue` — the one ``Job.dispatch`` uses.
-- :class:`Worker`, :class:`WorkerStats` — the worker (``await queue.worker(...)``).
+  :func:`default_client` / :func:`set_default_client` — the one ``Job.dispatch`` uses.
+- :class:`Worker`, :class:`WorkerStats` — the worker (``await client.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
 - :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration;
   :func:`prepare_database` — the configured database, or the embedded one started and migrated.
@@ -22,6 +22,7 @@ The public API:
 """
 
 from pgqueue.backoff import Backoff
+from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set_default_client
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.control import QueueControl, parse_rate
@@ -38,7 +39,6 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
-from pgqueue.queue import Queue, QueueStats, ScheduleInfo, default_queue, set_default_queue
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
 from pgqueue.store import UniqueDispatch
@@ -48,6 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "Client",
     "ConnectionConfig",
     "Envelope",
     "FailedJob",
@@ -56,7 +57,6 @@ __all__ = [
     "Job",
     "JobContext",
     "JobFactory",
-    "Queue",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",
@@ -74,12 +74,12 @@ __all__ = [
     "UniqueDispatch",
     "Worker",
     "WorkerStats",
-    "default_queue",
+    "default_client",
     "job",
     "load_settings",
     "parse_rate",
     "prepare_database",
     "registered_jobs",
     "schedule_of",
-    "set_default_queue",
+    "set_default_client",
 ]

@@ -23,7 +23,7 @@ from pgqueue.limits import queue_name_problem
 
 Driver = Literal["database", "sync"]
 
-DEFAULT_RETRY_AFTER = 90.0
+DEFAULT_LEASE = 90.0
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_LEASE_MARGIN = 5.0
 DEFAULT_TRIES = 3
@@ -43,12 +43,12 @@ def _positive(value: object, what: str, *, allow_zero: bool = False) -> float:
 class ConnectionConfig:
     """One named connection.
 
-    ``retry_after`` is the lease in seconds: a reserved job whose worker neither settles
+    ``lease`` is how long a reservation lasts, in seconds: a reserved job whose worker neither settles
     nor renews it within that time becomes reservable again. With ``heartbeat`` (the
-    default) workers renew the leases of running handlers every ``(retry_after -
-    lease_margin) / 3`` seconds, so ``retry_after`` is the time it takes to notice a crashed
+    default) workers renew the leases of running handlers every ``(lease -
+    lease_margin) / 3`` seconds, so ``lease`` is the time it takes to notice a crashed
     worker and a job's ``timeout`` may be far longer. With ``heartbeat = false`` a job's
-    ``timeout`` must stay below ``retry_after - lease_margin`` so the handler stops before
+    ``timeout`` must stay below ``lease - lease_margin`` so the handler stops before
     its lease ends (or the handler renews it with ``context.extend``).
     """
 
@@ -57,7 +57,7 @@ class ConnectionConfig:
     dsn: str | None = None
     listen_dsn: str | None = None
     queue: str = "default"
-    retry_after: float = DEFAULT_RETRY_AFTER
+    lease: float = DEFAULT_LEASE
     lease_margin: float = DEFAULT_LEASE_MARGIN
     timeout: float = DEFAULT_TIMEOUT
     tries: int = DEFAULT_TRIES
@@ -82,12 +82,12 @@ class ConnectionConfig:
         if not isinstance(self.heartbeat, bool):
             raise QueueConfigurationError(
                 f"connection {self.name!r}: heartbeat must be true or false, got {self.heartbeat!r}")
-        _positive(self.retry_after, f"connection {self.name!r}: retry_after")
+        _positive(self.lease, f"connection {self.name!r}: lease")
         _positive(self.lease_margin, f"connection {self.name!r}: lease_margin", allow_zero=True)
-        if self.lease_margin >= self.retry_after:
+        if self.lease_margin >= self.lease:
             raise QueueConfigurationError(
                 f"connection {self.name!r}: lease_margin ({self.lease_margin}s) must be below "
-                f"retry_after ({self.retry_after}s)"
+                f"lease ({self.lease}s)"
             )
         check_timeout(self.timeout, self, what=f"connection {self.name!r}: timeout")
         check_tries(self.tries, what=f"connection {self.name!r}: tries")
@@ -110,18 +110,18 @@ def check_timeout(timeout: object, connection: ConnectionConfig, *, what: str) -
     Always: a finite number of seconds, > 0 and at most :data:`MAX_TIMEOUT`. With the
     connection's ``heartbeat`` on, the lease is renewed while the handler runs, so nothing
     else bounds it; with it off, the handler must stop before its lease ends:
-    ``timeout < retry_after - lease_margin``.
+    ``timeout < lease - lease_margin``.
     """
     seconds = _positive(timeout, what)
     if seconds > MAX_TIMEOUT:
         raise QueueConfigurationError(f"{what} is {seconds:g}s, over the limit of {MAX_TIMEOUT:g}s (one year)")
-    limit = connection.retry_after - connection.lease_margin
+    limit = connection.lease - connection.lease_margin
     if connection.driver == "database" and not connection.heartbeat and seconds >= limit:
         raise QueueConfigurationError(
-            f"{what} is {seconds:g}s but must be below retry_after - lease_margin = "
-            f"{connection.retry_after:g} - {connection.lease_margin:g} = {limit:g}s on connection "
+            f"{what} is {seconds:g}s but must be below lease - lease_margin = "
+            f"{connection.lease:g} - {connection.lease_margin:g} = {limit:g}s on connection "
             f"{connection.name!r}, or the lease could expire while the handler still runs: "
-            "lower the timeout or raise retry_after (or turn the connection's heartbeat on)"
+            "lower the timeout or raise the lease (or turn the connection's heartbeat on)"
         )
     return seconds
 
@@ -174,8 +174,19 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     return None
 
 
+#: Settings renamed in a 0.x release: old key -> new key. Not aliases: the old key is refused with
+#: an error that names its replacement, so a pyproject never silently keeps a default.
+_RENAMED_KEYS = {"retry_after": "lease"}
+
+
 def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionConfig:
-    known = {"driver", "dsn", "listen_dsn", "queue", "retry_after", "lease_margin", "timeout", "tries",
+    for old, new in _RENAMED_KEYS.items():
+        if old in table:
+            raise QueueConfigurationError(
+                f"[tool.pgqueue.connections.{name}]: setting {old!r} was renamed to {new!r}; "
+                f"write {new} = {table[old]!r} instead (the value is unchanged, nothing else was read)"
+            )
+    known = {"driver", "dsn", "listen_dsn", "queue", "lease", "lease_margin", "timeout", "tries",
              "backoff", "max_payload_bytes", "prepared_statements", "transaction_pooler", "heartbeat"}
     unknown = set(table) - known
     if unknown:

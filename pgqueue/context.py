@@ -23,9 +23,9 @@ _T = TypeVar("_T")
 
 class Decisions(Protocol):
     """Where a context sends the decisions taken about its reservation (the worker's executor, or
-    ``Queue.run_inline``). Each call returns whether the fence matched (the lease was still held)."""
+    ``Client.run_inline``). Each call returns whether the fence matched (the lease was still held)."""
 
-    async def delete(self, job_id: uuid.UUID, token: int) -> bool: ...
+    async def ack(self, job_id: uuid.UUID, token: int) -> bool: ...
 
     async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool: ...
 
@@ -48,7 +48,7 @@ def describe(error: BaseException) -> tuple[str, str, str]:
 class JobContext:
     """One execution of one job: read-only facts and at most one decision.
 
-    Decisions (``release``, ``delete``, ``fail``) end the reservation; after one has
+    Decisions (``release``, ``ack``, ``fail``) end the reservation; after one has
     completed, any further one raises :class:`~pgqueue.QueueLeaseError`, and so does a
     decision the fence refuses because the lease was lost. Of two tasks racing to decide,
     exactly one wins. ``extend`` renews the lease and may be called any number of times.
@@ -71,15 +71,15 @@ class JobContext:
         "_pool",
         "_queue",
         "_token",
-        "max_tries",
+        "tries",
     )
 
-    def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, max_tries: int, queue: str,
+    def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, tries: int, queue: str,
                  connection: str, lease_seconds_left: float, decisions: Decisions) -> None:
         self._id = job_id
         self._token = token
         self._attempts = attempts
-        self.max_tries = max_tries
+        self.tries = tries
         self._queue = queue
         self._connection = connection
         self._deadline = time.monotonic() + lease_seconds_left
@@ -126,7 +126,7 @@ class JobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``deleted``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
         return self._decided
 
     @property
@@ -190,11 +190,11 @@ class JobContext:
                 "deadline; nothing was changed (fail or release it instead)"
             )
 
-    async def delete(self) -> None:
+    async def ack(self) -> None:
         """Remove the job without running it further (it counts as done)."""
-        self._claim("delete", "deleted")
-        if not await self._decisions.delete(self._id, self._token):
-            raise self._refused("delete")
+        self._claim("ack", "acked")
+        if not await self._decisions.ack(self._id, self._token):
+            raise self._refused("ack")
 
     async def fail(self, error: BaseException | str) -> None:
         """Fail the job now, without retries: it goes to failed_jobs with this error."""
@@ -216,7 +216,7 @@ class JobContext:
         reserved again, or it was cancelled), everything rolls back and
         :class:`~pgqueue.QueueLeaseError` is raised: a stale holder's writes never commit beside
         another execution's. An exception inside the block rolls back too (the job is then
-        retried as usual). After the block the job is settled (``decision == "deleted"``).
+        retried as usual). After the block the job is settled (``decision == "acked"``).
         """
         if self._pool is None:
             raise QueueConfigurationError(
@@ -227,7 +227,7 @@ class JobContext:
                                   f"{self._decided}; nothing was written")
         async with self._pool.connection() as conn, conn.transaction():
             yield conn
-            self._claim("ack", "deleted")
+            self._claim("ack", "acked")
             if not await ack_in_transaction(conn, self._id, self._token):
                 # Raised inside conn.transaction(): the handler's writes roll back with it.
                 raise self._refused("ack in its transaction (the handler's writes were rolled back)")
@@ -341,9 +341,9 @@ class SyncJobContext:
         return self._context.attempts
 
     @property
-    def max_tries(self) -> int:
+    def tries(self) -> int:
         """How many attempts the job may have in all."""
-        return self._context.max_tries
+        return self._context.tries
 
     @property
     def queue(self) -> str:
@@ -362,7 +362,7 @@ class SyncJobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``deleted``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
         return self._context.decision
 
     @property
@@ -399,9 +399,9 @@ class SyncJobContext:
         """Run the job again after ``delay`` seconds without using up a try (see :meth:`JobContext.snooze`)."""
         self._call(lambda: self._context.snooze(delay))
 
-    def delete(self) -> None:
+    def ack(self) -> None:
         """Remove the job without running it further (it counts as done)."""
-        self._call(self._context.delete)
+        self._call(self._context.ack)
 
     def fail(self, error: BaseException | str) -> None:
         """Fail the job now, without retries: it goes to failed_jobs with this error."""
@@ -428,7 +428,7 @@ class SyncJobContext:
         kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
         with psycopg.connect(conninfo, **kwargs) as conn, conn.transaction():
             yield conn
-            context._claim("ack", "deleted")
+            context._claim("ack", "acked")
             if not ack_in_transaction_sync(conn, context.id, context.token):
                 raise context._refused("ack in its transaction (the handler's writes were rolled back)")
 

@@ -1,4 +1,4 @@
-"""Failed jobs from Python: list, find, forget (retry lives on :class:`~pgqueue.Queue`)."""
+"""Failed jobs from Python: list, find, forget (retry lives on :class:`~pgqueue.Client`)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class FailedJob:
 
 
 class FailedJobRepository:
-    """Reads and forgets failure records. Obtain one with ``await queue.failed()``."""
+    """Reads and forgets failure records. Obtain one with ``await client.failed()``."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

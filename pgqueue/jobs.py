@@ -34,21 +34,21 @@ logger = logging.getLogger("pgqueue")
 
 
 class Dispatcher(Protocol):
-    """What :meth:`Job.dispatch` hands a job to: a client that stores it (:class:`pgqueue.Queue`).
+    """What :meth:`Job.dispatch` hands a job to: a client that stores it (:class:`pgqueue.Client`).
 
     Defined here, beside :class:`Job`, so that jobs need not import the client (which imports
     the envelope, which imports jobs): the client's module registers its default with
     :func:`set_default_dispatcher`.
     """
 
-    async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None) -> UUID:
         """Enqueue one job; returns its id (with a unique key: the id of the job holding it)."""
         ...
 
-    def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
                   priority: int | None = None, connection: str | None = None) -> UUID:
         """Enqueue one job on the caller's synchronous connection; returns its id."""
         ...
@@ -58,7 +58,7 @@ _default_dispatcher: Callable[[], Dispatcher] | None = None
 
 
 def set_default_dispatcher(factory: Callable[[], Dispatcher]) -> None:
-    """Register what :meth:`Job.dispatch` uses when no ``using=`` is given (``pgqueue.queue`` does, on import)."""
+    """Register what :meth:`Job.dispatch` uses when no ``using=`` is given (``pgqueue.client`` does, on import)."""
     global _default_dispatcher  # noqa: PLW0603
     _default_dispatcher = factory
 
@@ -68,8 +68,8 @@ def _dispatcher(using: Dispatcher | None) -> Dispatcher:
         return using
     if _default_dispatcher is None:
         raise QueueConfigurationError(
-            "no default client to dispatch with: import pgqueue (which registers pgqueue.default_queue) "
-            "or pass using=<a pgqueue.Queue>"
+            "no default client to dispatch with: import pgqueue (which registers pgqueue.default_client) "
+            "or pass using=<a pgqueue.Client>"
         )
     return _default_dispatcher()
 
@@ -230,15 +230,15 @@ class Job:
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
         the caller's transaction and commits or rolls back with it. Without, the queue's own
-        pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Queue` (default:
-        :func:`pgqueue.default_queue`). ``unique_key`` (or the class's ``unique_by``): no new
+        pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Client` (default:
+        :func:`pgqueue.default_client`). ``unique_key`` (or the class's ``unique_by``): no new
         job while one holds the key in ``unique_scope``; the holder's id is returned
-        (see :meth:`pgqueue.Queue.push_unique`).
+        (see :meth:`pgqueue.Client.dispatch_unique`).
         """
         if unique_key is None:
-            return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
+            return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                                  connection=connection)
-        return await _dispatcher(using).push(self, conn=conn, delay=delay, queue=queue, priority=priority,
+        return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                              connection=connection, unique_key=unique_key,
                                              unique_scope=unique_scope, unique_for=unique_for)
 
@@ -247,7 +247,7 @@ class Job:
                       using: Dispatcher | None = None) -> UUID:
         """Like :meth:`dispatch`, for synchronous code: ``conn`` is a psycopg ``Connection`` or a
         SQLAlchemy ``Session``/``Connection``; the job joins its transaction."""
-        return _dispatcher(using).push_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
+        return _dispatcher(using).dispatch_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                             connection=connection)
 
 

@@ -1,6 +1,6 @@
 """Choosing the database, as an explicit step: the configured one, or the embedded server.
 
-Settings (:mod:`pgqueue.config`) only describe; this module acts. :meth:`pgqueue.Queue.open`
+Settings (:mod:`pgqueue.config`) only describe; this module acts. :meth:`pgqueue.Client.open`
 and the CLI call :func:`prepare_database` when they need a database.
 """
 

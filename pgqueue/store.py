@@ -44,7 +44,7 @@ class Reservation:
     id: uuid.UUID
     token: int
     attempts: int
-    max_tries: int
+    tries: int
     lease_seconds_left: float
     queue: str
     envelope: str

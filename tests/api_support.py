@@ -7,15 +7,15 @@ from typing import Any
 
 import psycopg
 
-from pgqueue import Queue, Worker
+from pgqueue import Client, Worker
 
 # One definition of the settings and the open-queue fixture for every test module.
-from tests.worker_support import NO_PYPROJECT, queue, settings_for
+from tests.worker_support import NO_PYPROJECT, client, settings_for
 
-__all__ = ["NO_PYPROJECT", "failed_rows", "job_rows", "queue", "run_worker", "settings_for"]
+__all__ = ["NO_PYPROJECT", "client", "failed_rows", "job_rows", "run_worker", "settings_for"]
 
 
-async def run_worker(target: Queue, *, queues: tuple[str, ...] = ("default",), concurrency: int = 4,
+async def run_worker(target: Client, *, queues: tuple[str, ...] = ("default",), concurrency: int = 4,
                      **options: Any) -> Worker:
     """Run a worker until no job is ready now; returns it (for its stats)."""
     worker = await target.worker(queues=queues, concurrency=concurrency, listen=False, **options)

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from pgqueue import Job, JobContext, Queue
+from pgqueue import Client, Job, JobContext
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, expire_lease, fail, reserve, scalar
 from tests.worker_support import settings_for
@@ -87,7 +87,7 @@ def seed(dsn: str) -> Seeded:
 
 
 class Served:
-    """A dashboard app served by uvicorn in a thread of its own (its own event loop and Queue)."""
+    """A dashboard app served by uvicorn in a thread of its own (its own event loop and Client)."""
 
     def __init__(self, dsn: str, **options: Any) -> None:
         self.dsn = dsn
@@ -110,8 +110,8 @@ class Served:
         from pgqueue.dashboard import create_app
 
         async def serve() -> None:
-            async with Queue(settings=settings_for(self.dsn), pool_size=4) as queue:
-                app = create_app(queue, **self.options)
+            async with Client(settings=settings_for(self.dsn), pool_size=4) as client:
+                app = create_app(client, **self.options)
                 config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
                 self._server = uvicorn.Server(config)
                 self._ready.set()

@@ -12,7 +12,7 @@ import asyncio
 import sys
 from datetime import timedelta
 
-from pgqueue import Job, JobContext, Queue
+from pgqueue import Client, Job, JobContext
 from tests.worker_support import settings_for
 
 
@@ -33,8 +33,8 @@ class EverySecond(Job):
 
 
 async def main(dsn: str) -> int:
-    async with Queue(settings=settings_for(dsn)) as queue:
-        worker = await queue.worker(queues=["default"], concurrency=1, listen=False, poll_interval=5.0)
+    async with Client(settings=settings_for(dsn)) as client:
+        worker = await client.worker(queues=["default"], concurrency=1, listen=False, poll_interval=5.0)
         worker.install_signal_handlers()
         print("scheduler running", flush=True)
         await worker.run()

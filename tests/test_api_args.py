@@ -12,12 +12,12 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from pgqueue import Job, JobContext, Queue, QueueConfigurationError, QueuePayloadError, job, limits
+from pgqueue import Client, Job, JobContext, QueueConfigurationError, QueuePayloadError, job, limits
 from pgqueue.config import ConnectionConfig
-from tests.api_support import failed_rows, job_rows, queue, run_worker
+from tests.api_support import client, failed_rows, job_rows, run_worker
 from tests.helpers import envelope
 
-__all__ = ["queue"]
+__all__ = ["client"]
 
 RAN: list[Any] = []
 
@@ -66,41 +66,41 @@ def nest(levels: int) -> Any:
 
 
 class Dispatch(Protocol):
-    """One of the ways to dispatch, with the options of push."""
+    """One of the ways to dispatch, with the options of Client.dispatch."""
 
-    def __call__(self, target: Queue, one: Job, **options: Any) -> Awaitable[Any]: ...
-
-
-async def push(target: Queue, one: Job, **options: Any) -> Any:
-    return await target.push(one, **options)
+    def __call__(self, target: Client, one: Job, **options: Any) -> Awaitable[Any]: ...
 
 
-async def push_sync(target: Queue, one: Job, **options: Any) -> Any:
+async def via_dispatch(target: Client, one: Job, **options: Any) -> Any:
+    return await target.dispatch(one, **options)
+
+
+async def via_dispatch_sync(target: Client, one: Job, **options: Any) -> Any:
     with psycopg.connect(target.dsn, autocommit=True) as conn:
-        return target.push_sync(one, conn=conn, **options)
+        return target.dispatch_sync(one, conn=conn, **options)
 
 
-async def push_many(target: Queue, one: Job, **options: Any) -> Any:
-    return await target.push_many([Typed(order_id=1), one], **options)
+async def via_dispatch_many(target: Client, one: Job, **options: Any) -> Any:
+    return await target.dispatch_many([Typed(order_id=1), one], **options)
 
 
-DISPATCHES = [push, push_sync, push_many]
+DISPATCHES = [via_dispatch, via_dispatch_sync, via_dispatch_many]
 
 
 # ------------------------------------------------------------------ depth (item 1)
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_args_at_the_depth_bound_are_stored(queue: Queue, dsn: str, dispatch: Dispatch) -> None:
+async def test_args_at_the_depth_bound_are_stored(client: Client, dsn: str, dispatch: Dispatch) -> None:
     # args (level 1) -> data (level 2, the outermost list) ... : 63 lists fit under the args object.
-    await dispatch(queue, Nested(data=nest(limits.MAX_ARGS_DEPTH - 1)))
+    await dispatch(client, Nested(data=nest(limits.MAX_ARGS_DEPTH - 1)))
     stored = [row["envelope"]["args"] for row in job_rows(dsn) if row["envelope"]["name"] == Nested.name]
     assert stored == [{"data": nest(limits.MAX_ARGS_DEPTH - 1)}]
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_args_deeper_than_the_bound_are_refused_naming_the_path(queue: Queue, dsn: str,
+async def test_args_deeper_than_the_bound_are_refused_naming_the_path(client: Client, dsn: str,
                                                                        dispatch: Dispatch) -> None:
     with pytest.raises(QueuePayloadError) as caught:
-        await dispatch(queue, Nested(data={"a": nest(limits.MAX_ARGS_DEPTH)}))
+        await dispatch(client, Nested(data={"a": nest(limits.MAX_ARGS_DEPTH)}))
     message = str(caught.value)
     assert message.startswith("job 'tests.args.nested' args['data']['a'][0][0]")
     assert f"deeper than {limits.MAX_ARGS_DEPTH} levels" in message
@@ -108,12 +108,12 @@ async def test_args_deeper_than_the_bound_are_refused_naming_the_path(queue: Que
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_self_referencing_args_are_refused_naming_the_path(queue: Queue, dsn: str,
+async def test_self_referencing_args_are_refused_naming_the_path(client: Client, dsn: str,
                                                                  dispatch: Dispatch) -> None:
     looped: list[Any] = [1]
     looped.append({"again": looped})
     with pytest.raises(QueuePayloadError, match=r"args\['data'\]\[1\]\['again'\] is a list that contains itself"):
-        await dispatch(queue, Nested(data=looped))
+        await dispatch(client, Nested(data=looped))
     assert job_rows(dsn) == []
 
 
@@ -130,29 +130,29 @@ async def test_self_referencing_args_are_refused_naming_the_path(queue: Queue, d
     ({"order_id": 1, "extra": {"k": 1}, "note": 3}, r"args\['note'\] must be str \| None, given int 3"),
 ])
 async def test_args_of_the_wrong_type_are_refused_naming_field_expected_and_given(
-        queue: Queue, dsn: str, dispatch: Dispatch, fields: dict[str, Any], message: str) -> None:
+        client: Client, dsn: str, dispatch: Dispatch, fields: dict[str, Any], message: str) -> None:
     with pytest.raises(QueuePayloadError, match=message) as caught:
-        await dispatch(queue, Typed(**fields))
+        await dispatch(client, Typed(**fields))
     assert str(caught.value).startswith("job 'tests.args.typed' args[")
     assert job_rows(dsn) == []
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_args_that_fit_the_annotations_are_stored_as_given(queue: Queue, dsn: str, dispatch: Dispatch) -> None:
+async def test_args_that_fit_the_annotations_are_stored_as_given(client: Client, dsn: str, dispatch: Dispatch) -> None:
     fitting = Typed(order_id=7, amount=2, note=None, tags=[1, 2], extra={"any": [None, {"x": 1.5}]}, mode="slow",
                     point={"x": 1, "y": 2}, anything={"whatever": ["json"]})
-    await dispatch(queue, fitting)
+    await dispatch(client, fitting)
     stored = [row["envelope"]["args"] for row in job_rows(dsn)]
     assert stored[-1] == fitting.args()
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_job_function_args_are_checked_against_the_parameters(queue: Queue, dsn: str,
+async def test_job_function_args_are_checked_against_the_parameters(client: Client, dsn: str,
                                                                    dispatch: Dispatch) -> None:
     with pytest.raises(QueuePayloadError, match=r"job 'tests.args.function' args\['order_id'\] must be int"):
-        await dispatch(queue, charge(order_id="42"))
+        await dispatch(client, charge(order_id="42"))
     assert job_rows(dsn) == []
-    await dispatch(queue, charge(order_id=42, cents=1))
+    await dispatch(client, charge(order_id=42, cents=1))
     assert [row["envelope"]["args"] for row in job_rows(dsn)][-1] == {"order_id": 42, "cents": 1}
 
 
@@ -192,14 +192,14 @@ def test_an_annotation_that_cannot_be_resolved_is_not_checked_and_says_so(caplog
     assert len(warnings) == 1 and "'NotDefinedAnywhere' of field 'order'" in warnings[0]
 
 
-async def test_a_worker_fails_stored_args_that_no_longer_fit_as_payload_invalid(queue: Queue, dsn: str) -> None:
+async def test_a_worker_fails_stored_args_that_no_longer_fit_as_payload_invalid(client: Client, dsn: str) -> None:
     # As after a deploy that changed order_id from str to int: the stored args are refused by
     # name before the handler runs, and the good job next to it runs.
     RAN.clear()
     with psycopg.connect(dsn, autocommit=True) as conn:
         for args in ({"order_id": "A-17"}, {"order_id": 18, "amount": 1}):
             conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope(name=Typed.name, args=args, tries=3)),))
-    await run_worker(queue)
+    await run_worker(client)
     assert RAN == [("typed", 18, 1.0)]
     [failure] = failed_rows(dsn)
     assert failure["reason"] == "payload_invalid" and failure["attempts"] == 1
@@ -210,17 +210,17 @@ async def test_a_worker_fails_stored_args_that_no_longer_fit_as_payload_invalid(
 # ------------------------------------------------------------------- delay (item 8)
 @pytest.mark.parametrize("dispatch", DISPATCHES)
 @pytest.mark.parametrize("delay", [limits.MAX_DELAY_SECONDS + 1, 1e12, -1.0, float("inf")])
-async def test_a_delay_outside_zero_to_ten_years_is_refused(queue: Queue, dsn: str, dispatch: Dispatch,
+async def test_a_delay_outside_zero_to_ten_years_is_refused(client: Client, dsn: str, dispatch: Dispatch,
                                                            delay: float) -> None:
     with pytest.raises(QueueConfigurationError, match=r"delay must be a finite number of seconds >= 0 and at most "
                                                       r"315360000 \(10 years\)"):
-        await dispatch(queue, Nested(data=1), delay=delay)
+        await dispatch(client, Nested(data=1), delay=delay)
     assert job_rows(dsn) == []
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_the_longest_delay_is_stored(queue: Queue, dsn: str, dispatch: Dispatch) -> None:
-    await dispatch(queue, Nested(data=1), delay=limits.MAX_DELAY_SECONDS)
+async def test_the_longest_delay_is_stored(client: Client, dsn: str, dispatch: Dispatch) -> None:
+    await dispatch(client, Nested(data=1), delay=limits.MAX_DELAY_SECONDS)
     assert max(row["due_in"] for row in job_rows(dsn)) > limits.MAX_DELAY_SECONDS - 60
 
 
@@ -230,30 +230,30 @@ BAD_QUEUE_NAMES = ["a,b", " leading", "trailing ", "tab\tinside", "bell\x07", "x
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
 @pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
-async def test_a_bad_queue_name_is_refused_at_dispatch(queue: Queue, dsn: str, dispatch: Dispatch,
+async def test_a_bad_queue_name_is_refused_at_dispatch(client: Client, dsn: str, dispatch: Dispatch,
                                                       name: str) -> None:
     with pytest.raises(QueueConfigurationError, match="queue name") as caught:
-        await dispatch(queue, Nested(data=1), queue=name)
+        await dispatch(client, Nested(data=1), queue=name)
     assert str(caught.value).endswith(f"': {limits.queue_name_problem(name)}")
     assert job_rows(dsn) == []
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_a_nul_in_a_queue_name_is_a_payload_error_naming_it(queue: Queue, dsn: str, dispatch: Dispatch) -> None:
+async def test_a_nul_in_a_queue_name_is_a_payload_error_naming_it(client: Client, dsn: str, dispatch: Dispatch) -> None:
     with pytest.raises(QueuePayloadError, match=r"queue name contains a NUL character"):
-        await dispatch(queue, Nested(data=1), queue="nul\x00")
+        await dispatch(client, Nested(data=1), queue="nul\x00")
     assert job_rows(dsn) == []
 
 
 @pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
-async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refused(queue: Queue, dsn: str,
+async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refused(client: Client, dsn: str,
                                                                                    name: str) -> None:
     on_class = type("OnClass", (Nested,), {"name": f"tests.args.queue.{uuid.uuid4()}", "queue": name,
                                           "__annotations__": {}})
     on_function = job(name=f"tests.args.queue.{uuid.uuid4()}", queue=name)(charge._function)  # type: ignore[attr-defined]
     for bad in (on_class(data=1), on_function(order_id=1)):
         with pytest.raises(QueueConfigurationError, match="queue name"):
-            await queue.push(bad)
+            await client.dispatch(bad)
     for on_connection in (name, "nul\x00"):
         with pytest.raises(QueueConfigurationError, match=r"connection 'database': queue: .*queue name"):
             ConnectionConfig(name="database", queue=on_connection)
@@ -261,17 +261,17 @@ async def test_a_bad_queue_name_of_a_job_class_or_function_or_connection_is_refu
 
 
 @pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
-async def test_a_worker_for_a_bad_queue_name_is_refused(queue: Queue, name: str) -> None:
+async def test_a_worker_for_a_bad_queue_name_is_refused(client: Client, name: str) -> None:
     with pytest.raises(QueueConfigurationError, match=r"worker of connection 'database': .*queue name"):
-        await queue.worker(queues=["default", name])
+        await client.worker(queues=["default", name])
 
 
-async def test_queue_names_with_inner_spaces_and_unicode_are_dispatched_and_served(queue: Queue, dsn: str) -> None:
+async def test_queue_names_with_inner_spaces_and_unicode_are_dispatched_and_served(client: Client, dsn: str) -> None:
     RAN.clear()
     names = ("emails high", "émails-ünïcode-日本", "x" * 200)
     for name in names:
-        await queue.push(Nested(data=name), queue=name)
+        await client.dispatch(Nested(data=name), queue=name)
     assert sorted(row["queue"] for row in job_rows(dsn)) == sorted(names)
-    await run_worker(queue, queues=names)
+    await run_worker(client, queues=names)
     assert sorted(data for _, data in RAN) == sorted(names)
     assert job_rows(dsn) == []

@@ -10,9 +10,9 @@ import pytest
 import pgqueue
 from pgqueue import (
     Backoff,
+    Client,
     Job,
     JobContext,
-    Queue,
     QueueConfigurationError,
     QueueDispatchError,
     QueueError,
@@ -22,9 +22,9 @@ from pgqueue import (
     QueueStorageError,
     load_settings,
 )
-from tests.api_support import queue, settings_for
+from tests.api_support import client, settings_for
 
-__all__ = ["queue"]
+__all__ = ["client"]
 
 
 class ConfigJob(Job):
@@ -54,7 +54,7 @@ app = "myapp.jobs"
 dsn = "postgresql://file-host/app"
 listen_dsn = "postgresql://file-host-direct/app"
 queue = "mail"
-retry_after = 120
+lease = 120
 lease_margin = 10
 timeout = 30
 tries = 5
@@ -83,7 +83,7 @@ def test_settings_come_from_tool_pgqueue_in_pyproject(tmp_path: Path) -> None:
     assert db.name == "database" and db.driver == "database"
     assert (db.dsn, db.listen_dsn, db.queue) == ("postgresql://file-host/app", "postgresql://file-host-direct/app",
                                                 "mail")
-    assert (db.retry_after, db.lease_margin, db.timeout, db.tries) == (120, 10, 30, 5)
+    assert (db.lease, db.lease_margin, db.timeout, db.tries) == (120, 10, 30, 5)
     assert db.backoff == Backoff.fixed(1, 5)
     assert (db.max_payload_bytes, db.prepared_statements) == (2048, False)
     reports = settings.connection("reports")
@@ -98,7 +98,7 @@ def test_without_configuration_the_defaults_apply_and_no_dsn_is_set(tmp_path: Pa
     assert settings.source == "defaults"
     assert settings.database_dsn() is None  # resolve_dsn would start the embedded server
     db = settings.connection("database")
-    assert (db.queue, db.retry_after, db.timeout, db.tries) == ("default", 90.0, 60.0, 3)
+    assert (db.queue, db.lease, db.timeout, db.tries) == ("default", 90.0, 60.0, 3)
     assert db.max_payload_bytes == 1024 * 1024
 
 
@@ -145,9 +145,9 @@ def test_load_settings_reads_os_environ_by_default(tmp_path: Path, monkeypatch: 
 
 async def test_a_queue_uses_the_configured_database(dsn: str, tmp_path: Path) -> None:
     path = write(tmp_path, "[tool.pgqueue.connections.database]\nqueue = 'from-file'\n")
-    q = Queue(settings=load_settings(path, environ={"PGQUEUE_DSN": dsn}))
+    q = Client(settings=load_settings(path, environ={"PGQUEUE_DSN": dsn}))
     try:
-        await q.push(ConfigJob())
+        await q.dispatch(ConfigJob())
         assert q.dsn == dsn
         [stats] = await q.stats()
         assert (stats.queue, stats.ready) == ("from-file", 1)
@@ -169,27 +169,27 @@ def test_an_unknown_default_connection_fails_when_loading(tmp_path: Path) -> Non
         load_settings(write(tmp_path, "[tool.pgqueue]\ndefault = 'elsewhere'\n"), environ={})
 
 
-async def test_dispatch_to_an_unknown_connection_is_refused(queue: Queue) -> None:
+async def test_dispatch_to_an_unknown_connection_is_refused(client: Client) -> None:
     with pytest.raises(QueueConfigurationError, match="unknown connection 'missing'"):
-        await queue.push(ConfigJob(), connection="missing")
+        await client.dispatch(ConfigJob(), connection="missing")
     with pytest.raises(QueueConfigurationError, match="unknown connection 'missing'"):
-        await queue.worker("missing")
+        await client.worker("missing")
 
 
 @pytest.mark.parametrize(("table", "setting"), [
     # Without the lease heartbeat a timeout must fit in the lease (issue 11: with it, it need not).
     ("timeout = 85\nheartbeat = false", "timeout"),               # 85 >= 90 - 5
-    ("timeout = 100\nretry_after = 100\nheartbeat = false", "timeout"),
+    ("timeout = 100\nlease = 100\nheartbeat = false", "timeout"),
     ("timeout = 4e7", "timeout"),                                 # over one year
     ("heartbeat = 'yes'", "heartbeat"),
-    ("retry_after = 30\nlease_margin = 30", "lease_margin"),
+    ("lease = 30\nlease_margin = 30", "lease_margin"),
     ("tries = 0", "tries"),
     ("tries = -2", "tries"),
     ("backoff = []", "backoff"),
     ("backoff = -1", "backoff"),
     ("backoff = nan", "backoff"),
-    ("retry_after = nan", "retry_after"),
-    ("retry_after = -5", "retry_after"),
+    ("lease = nan", "lease"),
+    ("lease = -5", "lease"),
     ("timeout = 0", "timeout"),
     ("queue = ''", "queue"),
     ("max_payload_bytes = 0", "max_payload_bytes"),
@@ -208,13 +208,21 @@ def test_the_timeout_error_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(QueueConfigurationError) as caught:
         load_settings(path, environ={})
     message = str(caught.value)
-    assert "retry_after - lease_margin = 90 - 5 = 85s" in message
-    assert "lower the timeout or raise retry_after" in message
+    assert "lease - lease_margin = 90 - 5 = 85s" in message
+    assert "lower the timeout or raise the lease" in message
 
 
 def test_the_sync_connection_has_no_lease_so_any_timeout_is_fine(tmp_path: Path) -> None:
     path = write(tmp_path, "[tool.pgqueue.connections.sync]\ntimeout = 500\n")
     assert load_settings(path, environ={}).connection("sync").timeout == 500
+
+
+def test_the_renamed_retry_after_key_is_refused_naming_lease(tmp_path: Path) -> None:
+    # 0.x renamed the lease setting; the old key must say what to write, not read as a default.
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\nretry_after = 30\n")  # old key
+    with pytest.raises(QueueConfigurationError,
+                       match=r"setting 'retry_after' was renamed to 'lease'; write lease = 30"):  # old key
+        load_settings(path, environ={})
 
 
 def test_unknown_top_level_settings_and_bad_toml_are_refused(tmp_path: Path) -> None:
@@ -225,36 +233,36 @@ def test_unknown_top_level_settings_and_bad_toml_are_refused(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("delay", [-1, -0.001, math.nan, math.inf, "5", True])
-async def test_a_bad_delay_is_a_configuration_error_naming_the_delay(queue: Queue, delay: object) -> None:
+async def test_a_bad_delay_is_a_configuration_error_naming_the_delay(client: Client, delay: object) -> None:
     with pytest.raises(QueueConfigurationError, match="delay must be a finite number of seconds >= 0") as caught:
-        await queue.push(ConfigJob(), delay=delay)  # type: ignore[arg-type]
+        await client.dispatch(ConfigJob(), delay=delay)  # type: ignore[arg-type]
     assert "tests.config_job" in str(caught.value)
     with pytest.raises(QueueConfigurationError, match="delay"):
-        await queue.push_many([ConfigJob()], delay=delay)  # type: ignore[arg-type]
+        await client.dispatch_many([ConfigJob()], delay=delay)  # type: ignore[arg-type]
     with pytest.raises(QueueConfigurationError, match="delay"):
-        await queue.push_many([ConfigJob(), ConfigJob()], delay=[0, delay])  # type: ignore[list-item]
-    assert await queue.stats() == []
+        await client.dispatch_many([ConfigJob(), ConfigJob()], delay=[0, delay])  # type: ignore[list-item]
+    assert await client.stats() == []
 
 
 @pytest.mark.parametrize("tries", [0, -1])
-async def test_tries_below_one_on_a_job_is_refused_at_dispatch(queue: Queue, tries: int) -> None:
+async def test_tries_below_one_on_a_job_is_refused_at_dispatch(client: Client, tries: int) -> None:
     bad = type("NoTries", (ConfigJob,), {"tries": tries, "name": f"tests.no_tries{tries}", "__annotations__": {}})
     with pytest.raises(QueueConfigurationError, match="tries must be an integer >= 1"):
-        await bad().dispatch(using=queue)
+        await bad().dispatch(using=client)
 
 
-async def test_a_job_timeout_is_checked_against_its_connection(queue: Queue, dsn: str, tmp_path: Path) -> None:
+async def test_a_job_timeout_is_checked_against_its_connection(client: Client, dsn: str, tmp_path: Path) -> None:
     slow = type("Slow", (ConfigJob,), {"timeout": 200.0, "name": "tests.slow", "__annotations__": {}})
     # Without the lease heartbeat, the timeout must fit in the lease (issue 11).
     strict_path = write(tmp_path, "[tool.pgqueue.connections.database]\nheartbeat = false\n")
-    strict = Queue(settings=load_settings(strict_path, dsn=dsn, environ={}))
+    strict = Client(settings=load_settings(strict_path, dsn=dsn, environ={}))
     try:
         with pytest.raises(QueueConfigurationError, match=r"timeout is 200s .* connection 'database'"):
             await slow().dispatch(using=strict)
     finally:
         await strict.close()
-    path = write(tmp_path, "[tool.pgqueue.connections.database]\nretry_after = 600\n")
-    roomy = Queue(settings=load_settings(path, dsn=dsn, environ={}))
+    path = write(tmp_path, "[tool.pgqueue.connections.database]\nlease = 600\n")
+    roomy = Client(settings=load_settings(path, dsn=dsn, environ={}))
     try:
         await slow().dispatch(using=roomy)
         assert (await roomy.stats())[0].ready == 1
@@ -282,15 +290,15 @@ def test_every_public_name_is_exported_and_documented() -> None:
 
 
 async def test_a_database_never_migrated_says_run_pgqueue_migrate(empty_dsn: str) -> None:
-    q = Queue(settings=settings_for(empty_dsn))
+    q = Client(settings=settings_for(empty_dsn))
     try:
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
             await q.check_schema()
         with pytest.raises(QueueStorageError, match="pgqueue migrate") as caught:
-            await q.push(ConfigJob())
+            await q.dispatch(ConfigJob())
         assert "tests.config_job" in str(caught.value)
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
-            await q.push_many([ConfigJob(), ConfigJob()])
+            await q.dispatch_many([ConfigJob(), ConfigJob()])
         repo = await q.failed()
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
             await repo.all()

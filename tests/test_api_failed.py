@@ -8,10 +8,10 @@ import uuid
 import psycopg
 import pytest
 
-from pgqueue import FailedJob, Job, JobContext, Queue, QueueRetryError
-from tests.api_support import failed_rows, job_rows, queue, run_worker
+from pgqueue import Client, FailedJob, Job, JobContext, QueueRetryError
+from tests.api_support import client, failed_rows, job_rows, run_worker
 
-__all__ = ["queue"]
+__all__ = ["client"]
 
 HEALED: set[int] = set()
 
@@ -33,11 +33,11 @@ class Explodes(Job):
             raise LookupError(f"job {self.n} cannot find its order")
 
 
-async def make_failures(queue: Queue, dsn: str, spec: list[tuple[int, str]]) -> dict[int, uuid.UUID]:
+async def make_failures(client: Client, dsn: str, spec: list[tuple[int, str]]) -> dict[int, uuid.UUID]:
     """Dispatch and fail jobs (n, queue); failure n is stamped n minutes ago. Returns n -> failure id."""
     for n, name in spec:
-        await Explodes(n=n).dispatch(using=queue, queue=name)
-    await run_worker(queue, queues=tuple(dict.fromkeys(name for _, name in spec)))
+        await Explodes(n=n).dispatch(using=client, queue=name)
+    await run_worker(client, queues=tuple(dict.fromkeys(name for _, name in spec)))
     with psycopg.connect(dsn) as conn:
         conn.execute("update pgqueue.failed_jobs"
                      " set failed_at = now() - ((envelope->'args'->>'n')::int * interval '1 minute')")
@@ -50,9 +50,9 @@ def _heal_nothing() -> None:
     HEALED.clear()
 
 
-async def test_all_lists_newest_first_with_paging(queue: Queue, dsn: str) -> None:
-    ids = await make_failures(queue, dsn, [(n, "default") for n in range(1, 8)])
-    repo = await queue.failed()
+async def test_all_lists_newest_first_with_paging(client: Client, dsn: str) -> None:
+    ids = await make_failures(client, dsn, [(n, "default") for n in range(1, 8)])
+    repo = await client.failed()
     everything = await repo.all()
     assert [f.args["n"] for f in everything] == [1, 2, 3, 4, 5, 6, 7]  # n minutes ago: 1 is newest
     pages, before = [], None
@@ -66,25 +66,25 @@ async def test_all_lists_newest_first_with_paging(queue: Queue, dsn: str) -> Non
     assert {f.id for f in everything} == set(ids.values())
 
 
-async def test_all_filters_by_queue_and_count_agrees(queue: Queue, dsn: str) -> None:
-    await make_failures(queue, dsn, [(1, "mail"), (2, "default"), (3, "mail"), (4, "reports")])
-    repo = await queue.failed()
+async def test_all_filters_by_queue_and_count_agrees(client: Client, dsn: str) -> None:
+    await make_failures(client, dsn, [(1, "mail"), (2, "default"), (3, "mail"), (4, "reports")])
+    repo = await client.failed()
     assert [f.args["n"] for f in await repo.all(queue="mail")] == [1, 3]
     assert [f.args["n"] for f in await repo.all(queue="reports", limit=1)] == [4]
     assert await repo.all(queue="nothing-here") == []
     assert (await repo.count(), await repo.count("mail"), await repo.count("nothing-here")) == (4, 2, 0)
 
 
-async def test_a_limit_below_one_is_refused(queue: Queue) -> None:
-    repo = await queue.failed()
+async def test_a_limit_below_one_is_refused(client: Client) -> None:
+    repo = await client.failed()
     with pytest.raises(ValueError, match="limit must be >= 1"):
         await repo.all(limit=0)
 
 
-async def test_find_returns_the_stored_failure(queue: Queue, dsn: str) -> None:
-    job_id = await Explodes(n=5).dispatch(using=queue, queue="orders")
-    await run_worker(queue, queues=("orders",))
-    repo = await queue.failed()
+async def test_find_returns_the_stored_failure(client: Client, dsn: str) -> None:
+    job_id = await Explodes(n=5).dispatch(using=client, queue="orders")
+    await run_worker(client, queues=("orders",))
+    repo = await client.failed()
     [listed] = await repo.all()
     found = await repo.find(listed.id)
     assert isinstance(found, FailedJob) and found == listed
@@ -99,9 +99,9 @@ async def test_find_returns_the_stored_failure(queue: Queue, dsn: str) -> None:
     assert await repo.find(uuid.uuid4()) is None
 
 
-async def test_forget_and_flush(queue: Queue, dsn: str) -> None:
-    ids = await make_failures(queue, dsn, [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b")])
-    repo = await queue.failed()
+async def test_forget_and_flush(client: Client, dsn: str) -> None:
+    ids = await make_failures(client, dsn, [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b")])
+    repo = await client.failed()
     assert await repo.forget(ids[1]) is True
     assert await repo.forget(ids[1]) is False
     assert await repo.find(ids[1]) is None
@@ -111,12 +111,12 @@ async def test_forget_and_flush(queue: Queue, dsn: str) -> None:
     assert await repo.count() == 0
 
 
-async def test_retry_failed_keeps_the_job_id_and_envelope_and_resets_attempts(queue: Queue, dsn: str) -> None:
-    ids = await make_failures(queue, dsn, [(1, "mail")])
-    repo = await queue.failed()
+async def test_retry_failed_keeps_the_job_id_and_envelope_and_resets_attempts(client: Client, dsn: str) -> None:
+    ids = await make_failures(client, dsn, [(1, "mail")])
+    repo = await client.failed()
     failure = await repo.find(ids[1])
     assert failure is not None
-    job_id = await queue.retry_failed(ids[1])
+    job_id = await client.retry_failed(ids[1])
     assert job_id == failure.job_id
     [row] = job_rows(dsn)
     assert row["id"] == failure.job_id and row["envelope"] == failure.envelope
@@ -124,59 +124,59 @@ async def test_retry_failed_keeps_the_job_id_and_envelope_and_resets_attempts(qu
     assert row["due_in"] <= 0
     assert await repo.find(ids[1]) is None
     HEALED.add(1)
-    worker = await run_worker(queue, queues=("mail",))
-    assert worker.stats.succeeded == 1
+    worker = await run_worker(client, queues=("mail",))
+    assert worker.stats.acked == 1
     assert job_rows(dsn) == [] and failed_rows(dsn) == []
 
 
-async def test_a_retried_job_that_fails_again_gets_a_new_record(queue: Queue, dsn: str) -> None:
-    ids = await make_failures(queue, dsn, [(1, "default")])
-    job_id = await queue.retry_failed(str(ids[1]))
-    await run_worker(queue)
+async def test_a_retried_job_that_fails_again_gets_a_new_record(client: Client, dsn: str) -> None:
+    ids = await make_failures(client, dsn, [(1, "default")])
+    job_id = await client.retry_failed(str(ids[1]))
+    await run_worker(client)
     [again] = failed_rows(dsn)
     assert again["job_id"] == job_id and again["id"] != ids[1] and again["attempts"] == 1
 
 
-async def test_retry_failed_refuses_a_passed_deadline_and_keeps_the_record(queue: Queue, dsn: str) -> None:
-    await Explodes(n=1, deadline=time.time() - 60).dispatch(using=queue)
-    await run_worker(queue)  # the reservation itself moves it to failed_jobs: its deadline passed
-    repo = await queue.failed()
+async def test_retry_failed_refuses_a_passed_deadline_and_keeps_the_record(client: Client, dsn: str) -> None:
+    await Explodes(n=1, deadline=time.time() - 60).dispatch(using=client)
+    await run_worker(client)  # the reservation itself moves it to failed_jobs: its deadline passed
+    repo = await client.failed()
     [failure] = await repo.all()
     assert failure.reason == "deadline_passed"
     with pytest.raises(QueueRetryError, match="deadline") as caught:
-        await queue.retry_failed(failure.id)
+        await client.retry_failed(failure.id)
     assert str(failure.job_id) in str(caught.value)
     assert await repo.find(failure.id) == failure
     assert job_rows(dsn) == []
 
 
-async def test_retry_failed_with_an_unknown_id_is_refused(queue: Queue, dsn: str) -> None:
-    await make_failures(queue, dsn, [(1, "default")])
+async def test_retry_failed_with_an_unknown_id_is_refused(client: Client, dsn: str) -> None:
+    await make_failures(client, dsn, [(1, "default")])
     unknown = uuid.uuid4()
     with pytest.raises(QueueRetryError, match=str(unknown)):
-        await queue.retry_failed(unknown)
+        await client.retry_failed(unknown)
     assert len(failed_rows(dsn)) == 1 and job_rows(dsn) == []
 
 
-async def test_retry_failed_refuses_a_job_that_is_queued_again(queue: Queue, dsn: str) -> None:
-    ids = await make_failures(queue, dsn, [(1, "default")])
+async def test_retry_failed_refuses_a_job_that_is_queued_again(client: Client, dsn: str) -> None:
+    ids = await make_failures(client, dsn, [(1, "default")])
     with psycopg.connect(dsn) as conn:  # a second record of the same job
         conn.execute("insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, reason)"
                      " select job_id, connection, queue, envelope, attempts, reason from pgqueue.failed_jobs")
-    await queue.retry_failed(ids[1])
-    [other] = await (await queue.failed()).all()
+    await client.retry_failed(ids[1])
+    [other] = await (await client.failed()).all()
     with pytest.raises(QueueRetryError, match="already queued"):
-        await queue.retry_failed(other.id)
+        await client.retry_failed(other.id)
     assert len(job_rows(dsn)) == 1 and len(failed_rows(dsn)) == 1
 
 
-async def test_retry_failed_all_of_one_queue_or_all(queue: Queue, dsn: str) -> None:
-    await make_failures(queue, dsn, [(1, "a"), (2, "a"), (3, "b")])
-    await Explodes(n=4, deadline=time.time() - 60).dispatch(using=queue, queue="b")
-    await run_worker(queue, queues=("b",))
-    assert await queue.retry_failed_all("a") == 2
+async def test_retry_failed_all_of_one_queue_or_all(client: Client, dsn: str) -> None:
+    await make_failures(client, dsn, [(1, "a"), (2, "a"), (3, "b")])
+    await Explodes(n=4, deadline=time.time() - 60).dispatch(using=client, queue="b")
+    await run_worker(client, queues=("b",))
+    assert await client.retry_failed_all("a") == 2
     assert sorted((r["queue"], r["envelope"]["args"]["n"]) for r in job_rows(dsn)) == [("a", 1), ("a", 2)]
-    assert await queue.retry_failed_all() == 1  # job 3; job 4's deadline passed
+    assert await client.retry_failed_all() == 1  # job 3; job 4's deadline passed
     assert [f["envelope"]["args"]["n"] for f in failed_rows(dsn)] == [4]
-    assert await queue.retry_failed_all() == 0
+    assert await client.retry_failed_all() == 0
     assert all(r["attempts"] == 0 for r in job_rows(dsn))

@@ -10,11 +10,11 @@ import uuid
 import psycopg
 import pytest
 
-from pgqueue import Job, JobContext, Queue
+from pgqueue import Client, Job, JobContext
 from pgqueue.ids import new_id
-from tests.api_support import queue
+from tests.api_support import client
 
-__all__ = ["queue"]  # the fixture, imported for the tests below
+__all__ = ["client"]  # the fixture, imported for the tests below
 
 
 class IdProbe(Job):
@@ -72,9 +72,9 @@ def test_a_forked_child_does_not_reuse_the_parents_random_bits() -> None:
     assert not {i.int & random_bits for i in child_ids} & {i.int & random_bits for i in parent_ids}
 
 
-async def test_dispatched_jobs_get_version_7_ids_in_dispatch_order(queue: Queue, dsn: str) -> None:
-    single = [await queue.push(IdProbe(n=n)) for n in range(3)]
-    bulk = await queue.push_many([IdProbe(n=n) for n in range(3, 300)])
+async def test_dispatched_jobs_get_version_7_ids_in_dispatch_order(client: Client, dsn: str) -> None:
+    single = [await client.dispatch(IdProbe(n=n)) for n in range(3)]
+    bulk = await client.dispatch_many([IdProbe(n=n) for n in range(3, 300)])
     dispatched = single + bulk
     assert {i.version for i in dispatched} == {7}
     with psycopg.connect(dsn) as conn:

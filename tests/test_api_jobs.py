@@ -16,19 +16,19 @@ from hypothesis import strategies as st
 import pgqueue
 from pgqueue import (
     Backoff,
+    Client,
     Envelope,
     Job,
     JobContext,
-    Queue,
     QueueConfigurationError,
     QueuePayloadError,
     job,
     registered_jobs,
 )
 from pgqueue.jobs import lookup
-from tests.api_support import failed_rows, job_rows, queue, run_worker, settings_for
+from tests.api_support import client, failed_rows, job_rows, run_worker, settings_for
 
-__all__ = ["queue"]  # the fixture, imported for the tests below
+__all__ = ["client"]  # the fixture, imported for the tests below
 
 SEEN: dict[str, object] = {}
 
@@ -90,8 +90,8 @@ def test_class_job_is_a_keyword_only_dataclass_with_its_fields_as_args() -> None
     assert SendReport(report_id=1).args()["recipients"] == []
 
 
-async def test_class_level_overrides_and_retry_until_go_into_the_envelope(queue: Queue, dsn: str) -> None:
-    job_id = await SendReport(report_id=7).dispatch(using=queue)
+async def test_class_level_overrides_and_retry_until_go_into_the_envelope(client: Client, dsn: str) -> None:
+    job_id = await SendReport(report_id=7).dispatch(using=client)
     [row] = job_rows(dsn)
     env = row["envelope"]
     assert row["id"] == job_id and env["id"] == str(job_id)
@@ -106,46 +106,46 @@ async def test_class_level_overrides_and_retry_until_go_into_the_envelope(queue:
     assert deadline is not None and float(deadline[0]) == 4102444800.0
 
 
-async def test_defaults_come_from_the_connection(queue: Queue, dsn: str) -> None:
-    await PlainJob(n=1).dispatch(using=queue)
+async def test_defaults_come_from_the_connection(client: Client, dsn: str) -> None:
+    await PlainJob(n=1).dispatch(using=client)
     env = job_rows(dsn)[0]["envelope"]
-    config = queue.connection("database")
+    config = client.connection("database")
     assert (env["queue"], env["tries"], env["timeout"], env["connection"]) == (
         config.queue, config.tries, config.timeout, "database")
     assert env["backoff"] == config.backoff.to_data()
     assert env["retry_until"] is None and env["version"] == 1
 
 
-async def test_dispatch_arguments_override_the_class(queue: Queue, dsn: str) -> None:
-    await SendReport(report_id=1).dispatch(using=queue, queue="urgent", priority=-5)
+async def test_dispatch_arguments_override_the_class(client: Client, dsn: str) -> None:
+    await SendReport(report_id=1).dispatch(using=client, queue="urgent", priority=-5)
     row = job_rows(dsn)[0]
     assert (row["queue"], row["priority"]) == ("urgent", -5)
     assert row["envelope"]["tries"] == 5
 
 
-async def test_class_job_runs_in_a_worker_with_its_args(queue: Queue) -> None:
-    await SendReport(report_id=9, recipients=["x"]).dispatch(using=queue)
-    worker = await run_worker(queue, queues=("reports",))
-    assert worker.stats.succeeded == 1
+async def test_class_job_runs_in_a_worker_with_its_args(client: Client) -> None:
+    await SendReport(report_id=9, recipients=["x"]).dispatch(using=client)
+    worker = await run_worker(client, queues=("reports",))
+    assert worker.stats.acked == 1
     assert SEEN["report"] == (9, ["x"], 1, "reports")
 
 
-async def test_function_job_without_context(queue: Queue, dsn: str) -> None:
+async def test_function_job_without_context(client: Client, dsn: str) -> None:
     assert issubclass(send_welcome, Job)  # type: ignore[arg-type]  # a JobFactory is a class at run time
     assert send_welcome.name == "tests.test_api_jobs:send_welcome"
     assert (send_welcome.queue, send_welcome.tries) == ("emails", 4)  # type: ignore[attr-defined]
     assert send_welcome.backoff == Backoff.fixed(2.0)  # type: ignore[attr-defined]
-    await send_welcome(user_id=7).dispatch(using=queue)
+    await send_welcome(user_id=7).dispatch(using=client)
     assert job_rows(dsn)[0]["envelope"]["args"] == {"user_id": 7, "greeting": "hello"}
-    await run_worker(queue, queues=("emails",))
+    await run_worker(client, queues=("emails",))
     assert SEEN["welcome"] == (7, "hello")
 
 
-async def test_function_job_with_context(queue: Queue, dsn: str) -> None:
+async def test_function_job_with_context(client: Client, dsn: str) -> None:
     assert with_context.name == "tests.with_context"
-    job_id = await with_context(user_id=3).dispatch(using=queue)
+    job_id = await with_context(user_id=3).dispatch(using=client)
     assert job_rows(dsn)[0]["envelope"]["args"] == {"user_id": 3}  # context is not an arg
-    await run_worker(queue)
+    await run_worker(client)
     assert SEEN["with_context"] == (3, job_id, 1)
 
 
@@ -206,15 +206,15 @@ def test_lookup_of_an_unregistered_name_returns_none_and_imports_nothing(tmp_pat
 
 
 async def test_a_worker_fails_an_unregistered_name_without_importing_it(
-        queue: Queue, dsn: str, tmp_path: Path) -> None:
+        client: Client, dsn: str, tmp_path: Path) -> None:
     (tmp_path / "pgq_canary_worker.py").write_text(
         "from pathlib import Path\nPath(__file__).with_suffix('.imported').write_text('yes')\n")
-    await PlainJob(n=1).dispatch(using=queue)
+    await PlainJob(n=1).dispatch(using=client)
     with psycopg.connect(dsn) as conn:
         conn.execute("update pgqueue.jobs set envelope = jsonb_set(envelope, '{name}', '\"pgq_canary_worker:Job\"')")
     sys.path.insert(0, str(tmp_path))
     try:
-        worker = await run_worker(queue)
+        worker = await run_worker(client)
     finally:
         sys.path.remove(str(tmp_path))
     assert worker.stats.failed == 1
@@ -281,15 +281,15 @@ def test_bad_exponential_settings_are_configuration_errors(kwargs: dict[str, flo
 @pytest.mark.parametrize("policy", [Backoff.fixed(1.0, 5.0), Backoff.fixed(3),
                                     Backoff.exponential(base=0.5, factor=3, max=120, jitter=0.2)])
 async def test_backoff_is_stored_in_the_envelope_as_data_and_read_back(
-        queue: Queue, dsn: str, policy: Backoff) -> None:
-    await queue.push(PlainJob(n=1), delay=0)
+        client: Client, dsn: str, policy: Backoff) -> None:
+    await client.dispatch(PlainJob(n=1), delay=0)
     # the class has no backoff: the connection's default is stored; now one per job via a subclass
     custom = type("WithPolicy", (PlainJob,), {"backoff": policy, "name": f"tests.policy.{id(policy)}",
                                               "__annotations__": {}})
-    await queue.push(custom(n=2))
+    await client.dispatch(custom(n=2))
     rows = job_rows(dsn)
     stored = {r["envelope"]["args"]["n"]: r["envelope"]["backoff"] for r in rows}
-    assert Backoff.from_data(stored[1]) == queue.connection().backoff
+    assert Backoff.from_data(stored[1]) == client.connection().backoff
     assert stored[2] == policy.to_data()
     assert Backoff.from_data(stored[2]) == policy
     with psycopg.connect(dsn) as conn:
@@ -322,24 +322,24 @@ class Anything(Job):
     (dataclasses.field, "function"),
 ])
 async def test_a_value_that_is_not_json_is_refused_naming_the_field_and_its_type(
-        queue: Queue, dsn: str, value: object, type_name: str) -> None:
+        client: Client, dsn: str, value: object, type_name: str) -> None:
     with pytest.raises(QueuePayloadError) as caught:
-        await Anything(value=value).dispatch(using=queue)
+        await Anything(value=value).dispatch(using=client)
     message = str(caught.value)
     assert "'value'" in message and type_name in message and "tests.anything" in message
     assert job_rows(dsn) == []
 
 
-async def test_a_nested_non_json_value_is_named_by_its_path(queue: Queue) -> None:
+async def test_a_nested_non_json_value_is_named_by_its_path(client: Client) -> None:
     import datetime
 
     with pytest.raises(QueuePayloadError, match=r"\['value'\]\['when'\]\[1\].*datetime.date"):
-        await Anything(value={"when": [1, datetime.date(2024, 1, 1)]}).dispatch(using=queue)
+        await Anything(value={"when": [1, datetime.date(2024, 1, 1)]}).dispatch(using=client)
 
 
-async def test_a_non_string_dict_key_is_refused(queue: Queue) -> None:
+async def test_a_non_string_dict_key_is_refused(client: Client) -> None:
     with pytest.raises(QueuePayloadError, match="JSON keys are strings"):
-        await Anything(value={1: "one"}).dispatch(using=queue)
+        await Anything(value={1: "one"}).dispatch(using=client)
 
 
 @pytest.mark.parametrize(("value", "what"), [
@@ -350,16 +350,16 @@ async def test_a_non_string_dict_key_is_refused(queue: Queue) -> None:
     ([math.inf], "infinity"),
 ])
 async def test_nul_bytes_lone_surrogates_and_nan_are_refused(
-        queue: Queue, dsn: str, value: object, what: str) -> None:
+        client: Client, dsn: str, value: object, what: str) -> None:
     with pytest.raises(QueuePayloadError, match=what) as caught:
-        await queue.push(Anything(value=value))
+        await client.dispatch(Anything(value=value))
     assert "'value'" in str(caught.value)
     assert job_rows(dsn) == []
 
 
-async def test_json_args_round_trip_through_the_database(queue: Queue, dsn: str) -> None:
+async def test_json_args_round_trip_through_the_database(client: Client, dsn: str) -> None:
     value = {"s": "é ☃ \U0001f600", "i": 2**62, "f": 0.1, "b": False, "n": None, "l": [1, [2, {"x": "y"}]]}
-    await Anything(value=value, other=(1, 2)).dispatch(using=queue)
+    await Anything(value=value, other=(1, 2)).dispatch(using=client)
     env = job_rows(dsn)[0]["envelope"]
     assert env["args"] == {"value": value, "other": [1, 2]}
     with psycopg.connect(dsn) as conn:
@@ -376,7 +376,7 @@ def test_no_pickle_anywhere_in_the_library() -> None:
 
 # ------------------------------------------------------------------ envelope
 
-async def test_the_envelope_is_fixed_at_dispatch(queue: Queue, dsn: str) -> None:
+async def test_the_envelope_is_fixed_at_dispatch(client: Client, dsn: str) -> None:
     class Mutable(Job):
         name = "tests.mutable"
         queue = "before"
@@ -386,7 +386,7 @@ async def test_the_envelope_is_fixed_at_dispatch(queue: Queue, dsn: str) -> None
 
         n: int
 
-    job_id = await Mutable(n=1).dispatch(using=queue)
+    job_id = await Mutable(n=1).dispatch(using=client)
     saved = {k: getattr(Mutable, k) for k in ("queue", "tries", "timeout", "backoff")}
     try:
         Mutable.queue, Mutable.tries, Mutable.timeout, Mutable.backoff = "after", 9, 50.0, Backoff.fixed(99)  # type: ignore[assignment]
@@ -396,7 +396,7 @@ async def test_the_envelope_is_fixed_at_dispatch(queue: Queue, dsn: str) -> None
             job_id, "before", 2, 10.0, Backoff.fixed(1.0))
         assert (row["queue"], row["max_tries"]) == ("before", 2)
         # a dispatch after the change takes the new values; the old row is untouched
-        await Mutable(n=2).dispatch(using=queue)
+        await Mutable(n=2).dispatch(using=client)
         envelopes = {r["envelope"]["args"]["n"]: r["envelope"] for r in job_rows(dsn)}
         assert (envelopes[1]["queue"], envelopes[1]["tries"]) == ("before", 2)
         assert (envelopes[2]["queue"], envelopes[2]["tries"]) == ("after", 9)
@@ -405,17 +405,17 @@ async def test_the_envelope_is_fixed_at_dispatch(queue: Queue, dsn: str) -> None
             setattr(Mutable, k, v)
 
 
-def test_each_dispatch_gets_a_fresh_time_ordered_id(queue: Queue) -> None:
-    ids = [queue.envelope(PlainJob(n=1))[0].id for _ in range(100)]
+def test_each_dispatch_gets_a_fresh_time_ordered_id(client: Client) -> None:
+    ids = [client.envelope(PlainJob(n=1))[0].id for _ in range(100)]
     assert len(set(ids)) == 100 and all(i.version == 7 for i in ids) and ids == sorted(ids)
 
 
-async def test_an_envelope_over_the_size_limit_is_refused_with_its_actual_size(queue: Queue, dsn: str) -> None:
+async def test_an_envelope_over_the_size_limit_is_refused_with_its_actual_size(client: Client, dsn: str) -> None:
     big = "x" * (1024 * 1024)
-    envelope, config = queue.envelope(Anything(value=big))
+    envelope, config = client.envelope(Anything(value=big))
     actual = len(envelope.encode(10 * 1024 * 1024).encode("utf-8"))
     with pytest.raises(QueuePayloadError) as caught:
-        await Anything(value=big).dispatch(using=queue)
+        await Anything(value=big).dispatch(using=client)
     message = str(caught.value)
     assert f"{actual} bytes" in message and f"{1024 * 1024} bytes" in message and "max_payload_bytes" in message
     assert config.max_payload_bytes == 1024 * 1024
@@ -425,20 +425,20 @@ async def test_an_envelope_over_the_size_limit_is_refused_with_its_actual_size(q
 async def test_the_size_limit_is_configurable(dsn: str, tmp_path: Path) -> None:
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text("[tool.pgqueue.connections.database]\nmax_payload_bytes = 400\n")
-    small = Queue(settings=pgqueue.load_settings(pyproject, dsn=dsn, environ={}))
+    small = Client(settings=pgqueue.load_settings(pyproject, dsn=dsn, environ={}))
     try:
-        await small.push(Anything(value="y" * 100))
+        await small.dispatch(Anything(value="y" * 100))
         with pytest.raises(QueuePayloadError, match=r"over the limit of 400 bytes"):
-            await small.push(Anything(value="y" * 400))
+            await small.dispatch(Anything(value="y" * 400))
         with pytest.raises(QueuePayloadError, match=r"over the limit of 400 bytes"):
-            await small.push_many([Anything(value="z"), Anything(value="y" * 400)])
+            await small.dispatch_many([Anything(value="z"), Anything(value="y" * 400)])
     finally:
         await small.close()
     assert len(job_rows(dsn)) == 1
 
 
-def test_a_multibyte_payload_is_measured_in_bytes(queue: Queue) -> None:
-    envelope, _ = queue.envelope(Anything(value="é" * 1000))
+def test_a_multibyte_payload_is_measured_in_bytes(client: Client) -> None:
+    envelope, _ = client.envelope(Anything(value="é" * 1000))
     text = envelope.encode(10_000)
     with pytest.raises(QueuePayloadError, match=f"{len(text.encode('utf-8'))} bytes"):
         envelope.encode(len(text) + 10)  # enough characters, too few bytes
@@ -453,16 +453,16 @@ def test_a_multibyte_payload_is_measured_in_bytes(queue: Queue) -> None:
     ("priority", 40000, "priority"),
 ])
 async def test_bad_class_settings_are_refused_at_dispatch_naming_the_setting(
-        queue: Queue, dsn: str, attribute: str, value: object, setting: str) -> None:
+        client: Client, dsn: str, attribute: str, value: object, setting: str) -> None:
     bad = type(f"Bad_{attribute}", (PlainJob,), {attribute: value, "name": f"tests.bad.{attribute}.{value!r}",
                                                  "__annotations__": {}})
     with pytest.raises(QueueConfigurationError, match=setting) as caught:
-        await bad(n=1).dispatch(using=queue)
+        await bad(n=1).dispatch(using=client)
     assert "tests.bad." in str(caught.value)
     assert job_rows(dsn) == []
 
 
-async def test_a_bad_retry_until_is_refused(queue: Queue) -> None:
+async def test_a_bad_retry_until_is_refused(client: Client) -> None:
     class BadDeadline(Job):
         name = "tests.bad_deadline"
 
@@ -470,7 +470,7 @@ async def test_a_bad_retry_until_is_refused(queue: Queue) -> None:
             return math.nan
 
     with pytest.raises(QueueConfigurationError, match="retry_until"):
-        await BadDeadline().dispatch(using=queue)
+        await BadDeadline().dispatch(using=client)
 
 
 # ------------------------------------ bulk encoding agrees with single encoding
@@ -492,17 +492,17 @@ _json_values = st.recursive(
 )
 
 
-def _single(queue: Queue, job: Job) -> str | type[Exception]:
+def _single(client: Client, job: Job) -> str | type[Exception]:
     try:
-        envelope, config = queue.envelope(job)
+        envelope, config = client.envelope(job)
         return envelope.encode(config.max_payload_bytes).replace(str(envelope.id), "ID")
     except QueuePayloadError:
         return QueuePayloadError
 
 
-def _bulk(queue: Queue, job: Job) -> str | type[Exception]:
+def _bulk(client: Client, job: Job) -> str | type[Exception]:
     try:
-        encoded = queue.encode_many([job])
+        encoded = client.encode_many([job])
     except QueuePayloadError:
         return QueuePayloadError
     return encoded.text[1:-1].replace(str(encoded.ids[0]), "ID")
@@ -517,6 +517,6 @@ def test_bulk_encoding_accepts_refuses_and_writes_exactly_what_single_encoding_d
         assert _bulk(target, job_) == _single(target, job_)
 
 
-_ROOMY = Queue(settings=settings_for("postgresql://nowhere/unused"))
-_TIGHT = Queue(settings=pgqueue.Settings(connections={  # this job's envelope is ~300 bytes with null args
+_ROOMY = Client(settings=settings_for("postgresql://nowhere/unused"))
+_TIGHT = Client(settings=pgqueue.Settings(connections={  # this job's envelope is ~300 bytes with null args
     "database": pgqueue.ConnectionConfig(name="database", dsn="postgresql://nowhere/unused", max_payload_bytes=330)}))

@@ -157,7 +157,7 @@ def test_the_worker_does_not_need_the_client() -> None:
     offenders = []
     for path in (LIBRARY / "worker").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module in ("pgqueue.queue", "pgqueue"):
+            if isinstance(node, ast.ImportFrom) and node.module in ("pgqueue.client", "pgqueue"):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, f"the worker imports the client: {offenders}"
 
@@ -175,7 +175,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_settings_resolve_without_side_effects() -> None:
     # Reading settings must not be able to start the embedded server or run migrations:
-    # that is pgqueue.startup's explicit step, used by Queue.open and the CLI.
+    # that is pgqueue.startup's explicit step, used by Client.open and the CLI.
     assert not {"pgqueue.embedded", "pgqueue.migrate", "pgqueue.startup"} & reachable(library_graph(), "pgqueue.config")
 
 

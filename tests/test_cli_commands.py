@@ -260,3 +260,21 @@ def test_dispatch_by_name(dsn: str, conn: Conn, tmp_path: Path) -> None:
     assert bad_json.returncode == 2 and "--args is not valid JSON" in one_error_line(bad_json.stderr)
     assert misfit.returncode == 2 and "--args do not fit job 'cli:quick'" in one_error_line(misfit.stderr)
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
+
+
+def test_dispatch_with_a_unique_key_dispatches_once(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    app = ("--app", "tests.cli_jobs", "--dsn", dsn)
+    first = pgqueue("queue:dispatch", "cli:broken", "--args", '{"reason": "x"}', "--delay", "30",
+                    "--unique-key", "report:7", *app, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.split(" as job ")[1].split()[0]
+    again = pgqueue("queue:dispatch", "cli:broken", "--args", '{"reason": "y"}', "--unique-key", "report:7",
+                    *app, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == f"not dispatched: job {job_id} already holds unique key 'report:7'"
+    rows = conn.execute("select id::text, unique_key from pgqueue.jobs").fetchall()
+    assert rows == [(job_id, "report:7")]
+    bad = pgqueue("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--unique-key", "k",
+                  "--unique-scope", "forever", *app, cwd=tmp_path)
+    assert bad.returncode == 2 and "scope" in bad.stderr, (bad.stdout, bad.stderr)
+    assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)

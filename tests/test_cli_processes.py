@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Job, Queue
+from pgqueue import Client, Job
 from tests.cli_support import cli_env, command
 from tests.supervisor_jobs import HoldFirstAttempt, Noop, Rendezvous
 
@@ -120,11 +120,11 @@ def _poll_until(check: Callable[[], Any], what: str, within: float = WITHIN) -> 
 
 
 def _push(dsn: str, jobs: list[Job]) -> None:
-    async def push() -> None:
-        async with Queue(dsn=dsn) as queue:
-            await queue.push_many(jobs)
+    async def dispatch() -> None:
+        async with Client(dsn=dsn) as client:
+            await client.dispatch_many(jobs)
 
-    asyncio.run(push())
+    asyncio.run(dispatch())
 
 
 def _live_jobs(conn: Conn) -> int:
@@ -156,7 +156,7 @@ def test_a_killed_worker_process_is_restarted_and_the_workload_completes(
     _push(dsn, [HoldFirstAttempt(), *(Noop() for _ in range(200))])
 
     # A short lease so the killed process's reservation is recovered in seconds.
-    s = supervise("--processes", "2", "--concurrency", "2", "--queue", "proc", "--retry-after", "6",
+    s = supervise("--processes", "2", "--concurrency", "2", "--queue", "proc", "--lease", "6",
                   "--app", "tests.supervisor_jobs", "--dsn", dsn)
     holding = _poll_until(lambda: list(marks.glob("holding-*")), "the held job to start")
     victim = int(holding[0].name.removeprefix("holding-"))

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from pgqueue import Queue
+from pgqueue import Client
 from pgqueue.resources import query
 from tests.cli_jobs import Broken, FailsOnce, Quick
 from tests.cli_support import cli_env, command, one_error_line, pgqueue, pgqueue_all
@@ -19,9 +19,9 @@ Conn = psycopg.Connection[Any]
 
 
 async def test_work_until_empty(dsn: str, conn: Conn, tmp_path: Path) -> None:
-    async with Queue(dsn=dsn) as queue:
-        await queue.push_many([*(Quick(n=i) for i in range(20)), FailsOnce(), Broken()])
-        await queue.push(Quick(n=99), delay=300)  # stays: --stop-when-empty ends with delayed jobs left
+    async with Client(dsn=dsn) as client:
+        await client.dispatch_many([*(Quick(n=i) for i in range(20)), FailsOnce(), Broken()])
+        await client.dispatch(Quick(n=99), delay=300)  # stays: --stop-when-empty ends with delayed jobs left
 
     result = pgqueue("queue:work", "--queue", "cli", "--concurrency", "4", "--stop-when-empty",
                      "--app", "tests.cli_jobs", "--dsn", dsn, cwd=tmp_path)
@@ -33,7 +33,7 @@ async def test_work_until_empty(dsn: str, conn: Conn, tmp_path: Path) -> None:
     assert "concurrency 4" in start[0] and "3 jobs registered (from tests.cli_jobs)" in start[0]
     assert "(cli:fails_once) attempt 1/2 failed: ConnectionError: first attempt fails on purpose" in log
     assert "(cli:broken) failed after 1 attempt(s) [exception]: RuntimeError: broken on purpose" in log
-    assert "23 reservations processed, 21 succeeded, 1 retried, 1 failed" in log
+    assert "23 reservations processed, 21 acked, 1 retried, 1 failed" in log
     assert "running cli:quick" not in log  # only with -v
 
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
@@ -42,8 +42,8 @@ async def test_work_until_empty(dsn: str, conn: Conn, tmp_path: Path) -> None:
 
 
 async def test_work_max_jobs_and_verbose(dsn: str, conn: Conn, tmp_path: Path) -> None:
-    async with Queue(dsn=dsn) as queue:
-        await queue.push_many([Quick(n=i) for i in range(5)])
+    async with Client(dsn=dsn) as client:
+        await client.dispatch_many([Quick(n=i) for i in range(5)])
 
     result = pgqueue("queue:work", "-q", "cli", "-c", "1", "--max-jobs", "2", "-v", "--no-listen",
                      "--app", "tests.cli_jobs", "--dsn", dsn, cwd=tmp_path)
@@ -73,7 +73,7 @@ def test_work_configuration_errors_exit_2(dsn: str, tmp_path: Path) -> None:
              (("queue:work", "--app", "no_such_module_xyz"), "cannot import job module 'no_such_module_xyz'"),
              (("queue:work", "--poll-interval", "0", *app), "--poll-interval must be > 0"),
              (("queue:work", "--poll-interval", "inf", *app), "--poll-interval must be > 0 seconds and finite"),
-             (("queue:work", "--retry-after", "3", *app), "retry_after (3.0s) must exceed the lease margin"))
+             (("queue:work", "--lease", "3", *app), "lease (3.0s) must exceed the lease margin"))
     results = pgqueue_all(*((*args, "--dsn", dsn) for args, _ in cases), cwd=tmp_path)
     for ((args, expected), result) in zip(cases, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)

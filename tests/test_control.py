@@ -12,42 +12,42 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import JobContext, Queue, QueueConfigurationError, QueueLeaseError, job, parse_rate
+from pgqueue import Client, JobContext, QueueConfigurationError, QueueLeaseError, job, parse_rate
 from pgqueue.context import SyncJobContext
 from tests.worker_jobs import Once, Probe
-from tests.worker_support import failures, finish, hooks, jobs, queue, rows, scalar, settings_for, wait_until
+from tests.worker_support import client, failures, finish, hooks, jobs, rows, scalar, settings_for, wait_until
 
-__all__ = ["hooks", "queue"]
+__all__ = ["client", "hooks"]
 
 EFFECTS_DDL = "create table effects (job_id uuid not null, n integer not null)"
 
 
 # ------------------------------------------------------------------------- cancel
-async def test_cancelling_a_waiting_job_records_it_once_and_it_can_be_retried(queue: Queue, dsn: str) -> None:
-    ready = await queue.push(Probe(hook="never"))
-    delayed = await queue.push(Probe(hook="never"), delay=600)
-    assert await queue.cancel(ready) == "cancelled"
-    assert await queue.cancel(str(delayed)) == "cancelled"
+async def test_cancelling_a_waiting_job_records_it_once_and_it_can_be_retried(client: Client, dsn: str) -> None:
+    ready = await client.dispatch(Probe(hook="never"))
+    delayed = await client.dispatch(Probe(hook="never"), delay=600)
+    assert await client.cancel(ready) == "cancelled"
+    assert await client.cancel(str(delayed)) == "cancelled"
     assert await jobs(dsn) == []
     recorded = await failures(dsn)
     assert sorted((f["job_id"], f["reason"], f["message"]) for f in recorded) == sorted(
         [(ready, "cancelled", "cancelled before it ran"), (delayed, "cancelled", "cancelled before it ran")])
 
     # Again, unknown, or failed for another reason: says so and changes nothing.
-    assert await queue.cancel(ready) == "already_cancelled"
-    assert await queue.cancel(uuid.uuid4()) == "not_found"
+    assert await client.cancel(ready) == "already_cancelled"
+    assert await client.cancel(uuid.uuid4()) == "not_found"
     assert len(await failures(dsn)) == 2
     with pytest.raises(QueueConfigurationError, match="not a job id"):
-        await queue.cancel("nope")
+        await client.cancel("nope")
 
     # Retryable like any failure: back in jobs under its own id.
     failure = next(f for f in recorded if f["job_id"] == ready)
-    assert await queue.retry_failed(failure["id"]) == ready
+    assert await client.retry_failed(failure["id"]) == ready
     assert [j["id"] for j in await jobs(dsn)] == [ready]
 
 
 async def test_cancelling_a_running_job_stops_its_handler_at_once_and_fences_the_attempt(
-        queue: Queue, hooks: Any, dsn: str) -> None:
+        client: Client, hooks: Any, dsn: str) -> None:
     started, stopped = asyncio.Event(), asyncio.Event()
     later: list[BaseException] = []
 
@@ -64,16 +64,16 @@ async def test_cancelling_a_running_job_stops_its_handler_at_once_and_fences_the
             raise
 
     hooks("forever", forever)
-    job_id = await queue.push(Probe(hook="forever"))
+    job_id = await client.dispatch(Probe(hook="forever"))
     # The poll interval is long: only the NOTIFY can stop the handler within the test's wait.
-    worker = await queue.worker(concurrency=2, poll_interval=600, maintenance_interval=None, heartbeat=False)
+    worker = await client.worker(concurrency=2, poll_interval=600, maintenance_interval=None, heartbeat=False)
     task = asyncio.create_task(worker.run())
     try:
         await finish(started.wait(), "the handler to start")
-        assert await queue.cancel(job_id) == "cancelled_running"
+        assert await client.cancel(job_id) == "cancelled_running"
         await finish(stopped.wait(), "the cancelled handler to be stopped", within=5)
         await wait_until(lambda: worker.stats.cancelled == 1, "the worker to count the cancellation")
-        assert await queue.cancel(job_id) == "already_cancelled"
+        assert await client.cancel(job_id) == "already_cancelled"
     finally:
         worker.stop()
         await finish(task, "the worker to stop")
@@ -82,7 +82,7 @@ async def test_cancelling_a_running_job_stops_its_handler_at_once_and_fences_the
     [failure] = await failures(dsn)
     assert (failure["job_id"], failure["reason"], failure["attempts"]) == (job_id, "cancelled", 1)
     assert failure["message"] == "cancelled while attempt 1 was running"
-    assert worker.stats.lost == 0 and worker.stats.succeeded == 0
+    assert worker.stats.lost == 0 and worker.stats.acked == 0
 
 
 SYNC_STATE: dict[str, Any] = {}
@@ -97,14 +97,14 @@ def sync_waits(context: SyncJobContext) -> None:
     SYNC_STATE["saw"] = context.cancelled
 
 
-async def test_a_cancelled_sync_handler_sees_context_cancelled(queue: Queue, dsn: str) -> None:
+async def test_a_cancelled_sync_handler_sees_context_cancelled(client: Client, dsn: str) -> None:
     SYNC_STATE.update(started=threading.Event(), saw=None)
-    job_id = await sync_waits().dispatch(using=queue)
-    worker = await queue.worker(concurrency=1, poll_interval=600, maintenance_interval=None)
+    job_id = await sync_waits().dispatch(using=client)
+    worker = await client.worker(concurrency=1, poll_interval=600, maintenance_interval=None)
     task = asyncio.create_task(worker.run())
     try:
         assert await finish(asyncio.to_thread(SYNC_STATE["started"].wait, 30), "the sync handler to start")
-        assert await queue.cancel(job_id) == "cancelled_running"
+        assert await client.cancel(job_id) == "cancelled_running"
         await wait_until(lambda: SYNC_STATE["saw"] is not None, "the sync handler to return")
     finally:
         worker.stop()
@@ -114,18 +114,18 @@ async def test_a_cancelled_sync_handler_sees_context_cancelled(queue: Queue, dsn
 
 
 # ------------------------------------------------------------------ pause, resume
-async def test_a_paused_queue_is_not_reserved_from_until_resumed(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_a_paused_queue_is_not_reserved_from_until_resumed(client: Client, hooks: Any, dsn: str) -> None:
     ran: list[int] = []
 
     async def note(job: Probe, context: JobContext) -> None:
         ran.append(job.n)
 
     hooks("note", note)
-    assert await queue.pause() is True
-    assert await queue.pause() is False  # already paused
-    await queue.push(Probe(hook="note", n=1))  # dispatch is still accepted
-    await queue.push(Probe(hook="note", n=2), delay=0.05)  # falls due, then waits
-    worker = await queue.worker(concurrency=4, poll_interval=600, maintenance_interval=None)
+    assert await client.pause() is True
+    assert await client.pause() is False  # already paused
+    await client.dispatch(Probe(hook="note", n=1))  # dispatch is still accepted
+    await client.dispatch(Probe(hook="note", n=2), delay=0.05)  # falls due, then waits
+    worker = await client.worker(concurrency=4, poll_interval=600, maintenance_interval=None)
     task = asyncio.create_task(worker.run())
     try:
         await wait_until(worker.idle.is_set, "the worker to idle on the paused queue")
@@ -133,28 +133,28 @@ async def test_a_paused_queue_is_not_reserved_from_until_resumed(queue: Queue, h
                          "the delayed job to fall due")
         # Due jobs of a paused queue do not wake the worker in a loop: it stays idle.
         assert ran == [] and worker.idle.is_set() and worker.stats.reserved == 0
-        assert [c.paused for c in await queue.controls()] == [True]
-        assert await queue.resume() is True
+        assert [c.paused for c in await client.controls()] == [True]
+        assert await client.resume() is True
         await wait_until(lambda: sorted(ran) == [1, 2], "both jobs to run after resume (NOTIFY)", within=5)
     finally:
         worker.stop()
         await finish(task, "the worker to stop")
-    assert await queue.resume() is False
-    assert [c.paused for c in await queue.controls()] == [False]
+    assert await client.resume() is False
+    assert [c.paused for c in await client.controls()] == [False]
 
 
-async def test_a_worker_started_later_honours_the_pause(queue: Queue, dsn: str) -> None:
-    await queue.push(Probe(hook="never"))
-    await queue.pause("default")
-    worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+async def test_a_worker_started_later_honours_the_pause(client: Client, dsn: str) -> None:
+    await client.dispatch(Probe(hook="never"))
+    await client.pause("default")
+    worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
     assert await finish(worker.run(stop_when_empty=True), "the worker to find nothing to do") == 0
     assert len(await jobs(dsn)) == 1
 
 
 # ------------------------------------------------------------------------- limits
-async def test_the_concurrency_limit_is_decided_by_the_reservation(queue: Queue, dsn: str) -> None:
-    await queue.push_many([Probe(hook="never", n=n) for n in range(10)])
-    await queue.set_limits(concurrency=3)
+async def test_the_concurrency_limit_is_decided_by_the_reservation(client: Client, dsn: str) -> None:
+    await client.dispatch_many([Probe(hook="never", n=n) for n in range(10)])
+    await client.set_limits(concurrency=3)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a, \
             await psycopg.AsyncConnection.connect(dsn, autocommit=True) as b:
         first = await (await a.execute("select id, token from pgqueue.reserve(array['default'], 2, 60)")).fetchall()
@@ -165,15 +165,15 @@ async def test_the_concurrency_limit_is_decided_by_the_reservation(queue: Queue,
         await a.execute("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([first[0][0]], [first[0][1]]))
         assert len(await (await b.execute("select id from pgqueue.reserve(array['default'], 10, 60)")).fetchall()) == 1
         # Changed live: no limit, the rest is granted.
-        await queue.set_limits(concurrency=None)
+        await client.set_limits(concurrency=None)
         assert len(await (await b.execute("select id from pgqueue.reserve(array['default'], 10, 60)")).fetchall()) == 6
-    [control] = await queue.controls()
+    [control] = await client.controls()
     assert (control.queue, control.concurrency, control.rate_limit) == ("default", None, None)
 
 
-async def test_the_rate_limit_grants_one_token_at_a_time(queue: Queue, dsn: str) -> None:
-    await queue.push_many([Probe(hook="never", n=n) for n in range(5)])
-    await queue.set_limits(rate_limit=1, rate_period=3600)
+async def test_the_rate_limit_grants_one_token_at_a_time(client: Client, dsn: str) -> None:
+    await client.dispatch_many([Probe(hook="never", n=n) for n in range(5)])
+    await client.set_limits(rate_limit=1, rate_period=3600)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         granted = [len(await (await conn.execute("select id from pgqueue.reserve(array['default'], 5, 60)"))
                        .fetchall()) for _ in range(3)]
@@ -182,7 +182,7 @@ async def test_the_rate_limit_grants_one_token_at_a_time(queue: Queue, dsn: str)
         due = await (await conn.execute("select extract(epoch from pgqueue.next_due(array['default']) - now())"))\
             .fetchone()
         assert due is not None and 3500 < float(due[0]) <= 3600
-    [control] = await queue.controls()
+    [control] = await client.controls()
     assert (control.rate_limit, control.rate_period) == (1, 3600.0)
 
 
@@ -194,20 +194,20 @@ def test_limits_and_rates_are_checked_before_anything_changes() -> None:
             parse_rate(bad)
 
 
-async def test_bad_limits_are_refused_and_change_nothing(queue: Queue, dsn: str) -> None:
+async def test_bad_limits_are_refused_and_change_nothing(client: Client, dsn: str) -> None:
     for kwargs in ({"concurrency": 0}, {"rate_limit": 5}, {"rate_limit": 5, "rate_period": 0.0}):
         with pytest.raises(QueueConfigurationError, match="limits were not changed"):
-            await queue.set_limits(**kwargs)
+            await client.set_limits(**kwargs)
     with pytest.raises(QueueConfigurationError, match="nothing was changed"):
-        await queue.pause("a,b")
-    assert await queue.controls() == []
+        await client.pause("a,b")
+    assert await client.controls() == []
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="concurrency must be >= 1"):
             await conn.execute("select pgqueue.set_limits('default', 0, null, null)")
 
 
 # ----------------------------------------------------------- context.transaction()
-async def test_the_handlers_writes_commit_with_the_ack(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_the_handlers_writes_commit_with_the_ack(client: Client, hooks: Any, dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(EFFECTS_DDL)
 
@@ -216,18 +216,18 @@ async def test_the_handlers_writes_commit_with_the_ack(queue: Queue, hooks: Any,
             await conn.execute("insert into effects values (%s, %s)", (context.id, job.n))
             # Inside the block the job is still there; it goes with the commit.
             assert await (await conn.execute("select count(*) from pgqueue.jobs")).fetchone() == (1,)
-        assert context.decision == "deleted"
+        assert context.decision == "acked"
 
     hooks("write", write)
-    job_id = await queue.push(Once(hook="write", n=7))
-    worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    job_id = await client.dispatch(Once(hook="write", n=7))
+    worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
     assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert await rows(dsn, "select job_id, n from effects") == [{"job_id": job_id, "n": 7}]
     assert await jobs(dsn) == [] and await failures(dsn) == []
-    assert worker.stats.succeeded == 1 and worker.stats.lost == 0
+    assert worker.stats.acked == 1 and worker.stats.lost == 0
 
 
-async def test_a_stale_holders_writes_roll_back(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_a_stale_holders_writes_roll_back(client: Client, hooks: Any, dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(EFFECTS_DDL)
     refused: list[QueueLeaseError] = []
@@ -244,8 +244,8 @@ async def test_a_stale_holders_writes_roll_back(queue: Queue, hooks: Any, dsn: s
             raise
 
     hooks("stale", stale)
-    await queue.push(Once(hook="stale", n=1))
-    worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    await client.dispatch(Once(hook="stale", n=1))
+    worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
     assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert len(refused) == 1 and "rolled back" in str(refused[0])
     assert await rows(dsn, "select * from effects") == []
@@ -254,7 +254,7 @@ async def test_a_stale_holders_writes_roll_back(queue: Queue, hooks: Any, dsn: s
 
 
 async def test_an_error_inside_the_transaction_rolls_back_and_the_job_is_retried(
-        queue: Queue, hooks: Any, dsn: str) -> None:
+        client: Client, hooks: Any, dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(EFFECTS_DDL)
 
@@ -264,8 +264,8 @@ async def test_an_error_inside_the_transaction_rolls_back_and_the_job_is_retried
             raise RuntimeError("downstream said no")
 
     hooks("boom", boom)
-    await queue.push(Once(hook="boom", n=1))
-    worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    await client.dispatch(Once(hook="boom", n=1))
+    worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
     assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert await rows(dsn, "select * from effects") == []
     assert [f["message"] for f in await failures(dsn)] == ["downstream said no"]
@@ -284,10 +284,10 @@ def sync_effect(n: int, context: SyncJobContext) -> None:
 async def test_a_sync_handler_writes_through_its_transaction(dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(EFFECTS_DDL)
-    async with Queue(settings=settings_for(dsn)) as queue:
-        job_id = await sync_effect(n=3).dispatch(using=queue)
-        worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn)) as client:
+        job_id = await sync_effect(n=3).dispatch(using=client)
+        worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
         assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert await rows(dsn, "select job_id, n from effects") == [{"job_id": job_id, "n": 3}]
-    assert SYNC_EFFECTS["decision"] == "deleted"
+    assert SYNC_EFFECTS["decision"] == "acked"
     assert await jobs(dsn) == [] and await failures(dsn) == []

@@ -24,7 +24,10 @@ from tests.helpers import envelope
 from tests.sql_calls import enqueue, enqueue_many, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+# The README's screenshots are rewritten only on request (PGQUEUE_SCREENSHOTS=1), so a test run
+# leaves the working tree as it found it; otherwise they go to a scratch folder.
+DOCS = (Path(__file__).resolve().parent.parent / "docs" if os.environ.get("PGQUEUE_SCREENSHOTS")
+        else Path(tempfile.mkdtemp(prefix="pgqueue-screenshots-")))
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason=f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run does)")

@@ -22,7 +22,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from pgqueue import Queue
+from pgqueue import Client
 from pgqueue.dashboard import check_bind, create_app, is_local_host
 from tests.cli_support import REPO, cli_env, command, pgqueue
 from tests.dashboard_support import SECRET, Seeded, SignUp, failure, seed
@@ -32,7 +32,7 @@ from tests.worker_support import settings_for
 
 __all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
 
-Client = Callable[..., Any]
+HttpClient = Callable[..., Any]
 
 
 @pytest.fixture
@@ -41,12 +41,12 @@ async def seeded(dsn: str) -> Seeded:
 
 
 @pytest.fixture
-async def opened(dsn: str) -> AsyncIterator[Queue]:
-    async with Queue(settings=settings_for(dsn)) as queue:
-        yield queue
+async def opened(dsn: str) -> AsyncIterator[Client]:
+    async with Client(settings=settings_for(dsn)) as client:
+        yield client
 
 
-def client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
+def http_client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kwargs)
 
 
@@ -61,8 +61,8 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-async def test_every_page_renders(opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened)) as web:
+async def test_every_page_renders(opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
         pages = ["/", "/overview/counts", "/failed", f"/failed/{seeded.failures[0]}", "/jobs",
                  f"/jobs/{seeded.reserved}", "/workers", "/failed?queue=emails&name=app:send_digest",
                  "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email"]
@@ -78,8 +78,8 @@ async def test_every_page_renders(opened: Queue, seeded: Seeded) -> None:
             assert (await web.get(f"/static/{asset}")).status_code == 200
 
 
-async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Queue) -> None:
-    async with client(create_app(opened)) as web:
+async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Client) -> None:
+    async with http_client(create_app(opened)) as web:
         html = (await web.get("/")).text
     nav = re.search(r"<nav>(.*?)</nav>", html, re.S)
     assert nav is not None
@@ -88,15 +88,15 @@ async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Queue
         assert absent not in html
 
 
-async def test_unknown_and_malformed_ids_are_404_pages(opened: Queue) -> None:
-    async with client(create_app(opened)) as web:
+async def test_unknown_and_malformed_ids_are_404_pages(opened: Client) -> None:
+    async with http_client(create_app(opened)) as web:
         for path in (f"/failed/{uuid.uuid4()}", "/failed/not-a-uuid", f"/jobs/{uuid.uuid4()}", "/jobs/zzz"):
             response = await web.get(path)
             assert response.status_code == 404 and "No such" in response.text, path
 
 
-async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened)) as web:
+async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
         response = await web.get("/failed?since=yesterday&reason=bogus&after=garbage&queue=emails")
         assert response.status_code == 200
         assert "&#39;from&#39; &#39;yesterday&#39; is not a time" in response.text
@@ -108,9 +108,9 @@ async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Queu
         assert response.status_code == 303 and response.headers["location"] == f"/jobs/{seeded.reserved}"
 
 
-async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Queue, seeded: Seeded) -> None:
+async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Client, seeded: Seeded) -> None:
     target = seeded.failures[0]
-    async with client(create_app(opened)) as web:
+    async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         assert web.cookies.get("pgqueue_csrf") == token
         refused = [
@@ -122,11 +122,11 @@ async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Qu
         assert [r.status_code for r in refused] == [403, 403, 403]
         assert "nothing was changed" in refused[0].text
         assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 1
-    async with client(create_app(opened)) as stranger:
+    async with http_client(create_app(opened)) as stranger:
         # Another client's token with no cookie of its own: refused too.
         response = await stranger.post(f"/failed/{target}/forget", data={"csrf": token})
         assert response.status_code == 403
-    async with client(create_app(opened)) as web:
+    async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         done = await web.post(f"/failed/{target}/forget", data={"csrf": token, "next": "/failed?queue=emails"},
                               headers={"origin": "http://testserver"})
@@ -135,8 +135,8 @@ async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Qu
     assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
 
 
-async def test_actions_change_the_database(dsn: str, opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened)) as web:
+async def test_actions_change_the_database(dsn: str, opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         response = await web.post(f"/failed/{seeded.failures[0]}/retry", data={"csrf": token})
         assert response.status_code == 303 and "msg=retried" in response.headers["location"]
@@ -152,29 +152,29 @@ async def test_actions_change_the_database(dsn: str, opened: Queue, seeded: Seed
     assert count(dsn, "select count(*) from pgqueue.jobs") == 8
 
 
-async def test_a_refused_retry_is_shown_and_keeps_the_failure(dsn: str, opened: Queue, seeded: Seeded) -> None:
+async def test_a_refused_retry_is_shown_and_keeps_the_failure(dsn: str, opened: Client, seeded: Seeded) -> None:
     target = seeded.failures[0]
     with psycopg.connect(dsn, autocommit=True) as conn:
         # The job is queued again under the same id: retry_failed refuses (PGQ02).
         conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries) select job_id, queue, envelope, 1"
                      " from pgqueue.failed_jobs where id = %s", (target,))
-    async with client(create_app(opened)) as web:
+    async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         response = await web.post(f"/failed/{target}/retry", data={"csrf": token}, follow_redirects=True)
         assert "already queued again" in response.text and 'class="flash bad"' in response.text
     assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 1
 
 
-async def test_next_never_leaves_the_dashboard(opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened)) as web:
+async def test_next_never_leaves_the_dashboard(opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         for evil in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
             response = await web.post(f"/failed/{uuid.uuid4()}/forget", data={"csrf": token, "next": evil})
             assert response.headers["location"].startswith("/?"), evil
 
 
-async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened, read_only=True)) as web:
+async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened, read_only=True)) as web:
         for path in ("/", "/failed", f"/failed/{seeded.failures[0]}", "/jobs", f"/jobs/{seeded.reserved}"):
             html = (await web.get(path)).text
             assert 'method="post"' not in html and "<button" not in html.replace(
@@ -189,11 +189,11 @@ async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Queue, s
     assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
 
 
-async def test_basic_auth_guards_every_request(opened: Queue) -> None:
+async def test_basic_auth_guards_every_request(opened: Client) -> None:
     app = create_app(opened, auth=("ops", "pa:ss"))
     good = "Basic " + base64.b64encode(b"ops:pa:ss").decode()
     bad = "Basic " + base64.b64encode(b"ops:nope").decode()
-    async with client(app) as web:
+    async with http_client(app) as web:
         for path in ("/", "/failed", "/static/dashboard.css", "/overview/counts"):
             response = await web.get(path)
             assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Basic"), path
@@ -203,8 +203,8 @@ async def test_basic_auth_guards_every_request(opened: Queue) -> None:
         assert (await web.get("/", headers={"authorization": good})).status_code == 200
 
 
-async def test_redacted_args_never_reach_the_page(opened: Queue, seeded: Seeded) -> None:
-    async with client(create_app(opened, redact=("to",))) as web:
+async def test_redacted_args_never_reach_the_page(opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened, redact=("to",))) as web:
         for path in ("/failed", f"/failed/{seeded.secret_failure}", f"/jobs/{seeded.ready[0]}"):
             html = (await web.get(path)).text
             assert SECRET not in html, path
@@ -216,18 +216,18 @@ async def test_redacted_args_never_reach_the_page(opened: Queue, seeded: Seeded)
 
 async def test_the_dsn_password_is_never_shown(dsn: str, seeded: Seeded) -> None:
     # Trust authentication ignores the password: the page must still never print it.
-    async with Queue(settings=settings_for(dsn + " password=TopSecret-9")) as queue, \
-            client(create_app(queue)) as web:
+    async with Client(settings=settings_for(dsn + " password=TopSecret-9")) as client, \
+            http_client(create_app(client)) as web:
         for path in ("/", "/failed", "/jobs", "/workers", f"/failed/{seeded.failures[0]}"):
             html = (await web.get(path)).text
             assert "TopSecret-9" not in html, path
         assert "/pgqueue_test_" in (await web.get("/")).text
 
 
-async def test_mounted_under_a_prefix_links_and_actions_stay_inside(dsn: str, opened: Queue,
+async def test_mounted_under_a_prefix_links_and_actions_stay_inside(dsn: str, opened: Client,
                                                                    seeded: Seeded) -> None:
     outer = Starlette(routes=[Mount("/ops/queue", app=create_app(opened))])
-    async with client(outer) as web:
+    async with http_client(outer) as web:
         html = (await web.get("/ops/queue/failed")).text
         assert 'href="/ops/queue/static/dashboard.css"' in html and 'href="/ops/queue/jobs"' in html
         assert f'/ops/queue/failed/{seeded.failures[0]}' in html
@@ -311,7 +311,7 @@ async def follow_next(web: httpx.AsyncClient, path: str, marker: str) -> list[st
     raise AssertionError("the Next links never ended")
 
 
-async def test_next_links_page_through_every_match_once(dsn: str, opened: Queue) -> None:
+async def test_next_links_page_through_every_match_once(dsn: str, opened: Client) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for i in range(9):
             failure(conn, "emails", name="app:a" if i % 3 else "app:b", message=f"m{i}")
@@ -320,7 +320,7 @@ async def test_next_links_page_through_every_match_once(dsn: str, opened: Queue)
             conn, "select id from pgqueue.failed_jobs where envelope->>'name' = 'app:a' "
                   "order by failed_at desc, id desc")]
         jobs_q = {str(r["id"]) for r in rows(conn, "select id from pgqueue.jobs where queue = 'q'")}
-    async with client(create_app(opened, page_size=2, scan_limit=3)) as web:
+    async with http_client(create_app(opened, page_size=2, scan_limit=3)) as web:
         assert await follow_next(web, "/failed?name=app:a", "failure") == newest_first
         assert len(await follow_next(web, "/failed", "failure")) == 9
         seen_jobs = await follow_next(web, "/jobs?queue=q", "job")

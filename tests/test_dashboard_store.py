@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Queue
+from pgqueue import Client
 from pgqueue.store import Store
 from tests.dashboard_support import failure, seed
 from tests.helpers import envelope
@@ -24,8 +24,8 @@ from tests.worker_support import settings_for
 
 @pytest.fixture
 async def store(dsn: str) -> AsyncIterator[Store]:
-    async with Queue(settings=settings_for(dsn)) as queue:
-        yield Store(await queue.pool())
+    async with Client(settings=settings_for(dsn)) as client:
+        yield Store(await client.pool())
 
 
 async def test_capped_counts_match_queue_stats_below_the_cap(dsn: str, store: Store) -> None:

@@ -33,7 +33,7 @@ def test_dispatch_commits_and_rolls_back_with_the_orm_and_the_worker_uses_the_or
     work = pgqueue("queue:work", "--queue", "shop", "--stop-when-empty", "--app", "tests.frameworks.django_worker",
                    "--dsn", dsn, cwd=tmp_path, env={"APP_DSN": dsn})
     assert work.returncode == 0, work.stderr
-    assert "1 reservations processed, 1 succeeded" in work.stderr, work.stderr
+    assert "1 reservations processed, 1 acked" in work.stderr, work.stderr
     assert conn.execute("select id, receipt_sent from shop_order order by id").fetchall() == [(1, True)]
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (0,)
     assert conn.execute("select count(*) from pgqueue.failed_jobs").fetchone() == (0,)

@@ -8,11 +8,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Job, JobContext, Queue, QueueRetryError, SyncJobContext
-from tests.api_support import failed_rows, queue, run_worker
+from pgqueue import Client, Job, JobContext, QueueRetryError, SyncJobContext
+from tests.api_support import client, failed_rows, run_worker
 from tests.worker_support import rows
 
-__all__ = ["queue"]
+__all__ = ["client"]
 
 SEEN: dict[str, list[dict[str, Any]]] = {}
 
@@ -66,22 +66,22 @@ class SnoozePastDeadline(Job):
             await context.snooze(3600)
         except QueueRetryError as exc:
             SEEN.setdefault(self.key, []).append({"refused": str(exc)})
-            await context.delete()
+            await context.ack()
 
 
 @pytest.mark.parametrize("job_type", [CheckAgain, CheckAgainSync])
-async def test_snoozing_does_not_use_up_a_try(queue: Queue, dsn: str, job_type: type[Job]) -> None:
+async def test_snoozing_does_not_use_up_a_try(client: Client, dsn: str, job_type: type[Job]) -> None:
     key = job_type.name
     # tries = 1: a release would have sent it to failed_jobs after its first run.
-    await queue.push(job_type(key=key, times=3))  # type: ignore[call-arg]
-    await run_worker(queue, schedules=False)
+    await client.dispatch(job_type(key=key, times=3))  # type: ignore[call-arg]
+    await run_worker(client, schedules=False)
     assert SEEN[key] == [{"attempts": 1}] * 4
     assert failed_rows(dsn) == []
     assert await rows(dsn, "select * from pgqueue.jobs") == []
 
 
-async def test_snoozes_are_counted_in_sql_and_the_job_is_delayed(dsn: str, queue: Queue) -> None:
-    job_id = await queue.push(CheckAgain(key="sql", times=1))
+async def test_snoozes_are_counted_in_sql_and_the_job_is_delayed(dsn: str, client: Client) -> None:
+    job_id = await client.dispatch(CheckAgain(key="sql", times=1))
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         cur = await conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)")
         reserved = await cur.fetchone()
@@ -99,9 +99,9 @@ async def test_snoozes_are_counted_in_sql_and_the_job_is_delayed(dsn: str, queue
     assert 290 < row["due_in"] <= 300
 
 
-async def test_a_snooze_past_the_deadline_is_refused_and_changes_nothing(queue: Queue, dsn: str) -> None:
-    await queue.push(SnoozePastDeadline(key="deadline"))
-    await run_worker(queue, schedules=False)
+async def test_a_snooze_past_the_deadline_is_refused_and_changes_nothing(client: Client, dsn: str) -> None:
+    await client.dispatch(SnoozePastDeadline(key="deadline"))
+    await run_worker(client, schedules=False)
     [outcome] = SEEN["deadline"]
     assert "would be due after its retry_until deadline; nothing was changed" in outcome["refused"]
     assert await rows(dsn, "select * from pgqueue.jobs") == []  # the handler's delete still worked

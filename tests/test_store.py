@@ -74,7 +74,7 @@ async def test_reserve_returns_typed_reservations_with_the_envelope_as_stored(st
     assert isinstance(reservation, Reservation)
     assert reservation.id == uuid.UUID(json.loads(text)["id"])
     assert reservation.attempts == 1
-    assert reservation.max_tries == 3
+    assert reservation.tries == 3
     assert reservation.queue == "mail"
     assert 0 < reservation.lease_seconds_left <= 30.0
     assert reservation.token > 0

@@ -8,11 +8,11 @@ import uuid
 import psycopg
 import pytest
 
-from pgqueue import Job, JobContext, Queue, QueueConfigurationError, QueueDuplicateError, Settings
-from tests.api_support import queue, run_worker
+from pgqueue import Client, Job, JobContext, QueueConfigurationError, QueueDuplicateError, Settings
+from tests.api_support import client, run_worker
 from tests.worker_support import finish, rows, scalar, settings_for, wait_until
 
-__all__ = ["queue"]
+__all__ = ["client"]
 
 HELD: dict[str, asyncio.Event] = {}
 
@@ -40,61 +40,61 @@ class HoldUntilSet(Job):
         await HELD[self.hold].wait()
 
 
-async def test_a_second_dispatch_of_a_queued_key_returns_the_first_job(queue: Queue, dsn: str) -> None:
-    first = await queue.push_unique(Invoice(invoice_id=42), "invoice:42")
-    second = await queue.push_unique(Invoice(invoice_id=42), "invoice:42")
+async def test_a_second_dispatch_of_a_queued_key_returns_the_first_job(client: Client, dsn: str) -> None:
+    first = await client.dispatch_unique(Invoice(invoice_id=42), "invoice:42")
+    second = await client.dispatch_unique(Invoice(invoice_id=42), "invoice:42")
     assert (first.duplicate, second.duplicate) == (False, True)
     assert second.id == first.id
-    # push(unique_key=...) is the same door, returning the holder's id.
-    assert await queue.push(Invoice(invoice_id=42), unique_key="invoice:42") == first.id
-    other = await queue.push_unique(Invoice(invoice_id=43), "invoice:43")
+    # client.dispatch(unique_key=...) is the same door, returning the holder's id.
+    assert await client.dispatch(Invoice(invoice_id=42), unique_key="invoice:42") == first.id
+    other = await client.dispatch_unique(Invoice(invoice_id=43), "invoice:43")
     assert not other.duplicate
     stored = await rows(dsn, "select id, unique_key, unique_scope, envelope->>'unique_key' as in_envelope"
                              " from pgqueue.jobs order by unique_key")
     assert [(r["id"], r["unique_key"], r["unique_scope"], r["in_envelope"]) for r in stored] == [
         (first.id, "invoice:42", "queued", "invoice:42"), (other.id, "invoice:43", "queued", "invoice:43")]
     with pytest.raises(QueueDuplicateError, match=f"job {first.id} holds unique key 'invoice:42'"):
-        await queue.push_unique(Invoice(invoice_id=42), "invoice:42", raise_on_duplicate=True)
+        await client.dispatch_unique(Invoice(invoice_id=42), "invoice:42", raise_on_duplicate=True)
 
 
-async def test_bad_unique_arguments_store_nothing(queue: Queue, dsn: str) -> None:
+async def test_bad_unique_arguments_store_nothing(client: Client, dsn: str) -> None:
     with pytest.raises(QueueConfigurationError, match="unique scope must be"):
-        await queue.push_unique(Invoice(invoice_id=1), "k", scope="forever")
+        await client.dispatch_unique(Invoice(invoice_id=1), "k", scope="forever")
     with pytest.raises(QueueConfigurationError, match="needs period=<seconds>"):
-        await queue.push_unique(Invoice(invoice_id=1), "k", scope="period")
+        await client.dispatch_unique(Invoice(invoice_id=1), "k", scope="period")
     with pytest.raises(QueueConfigurationError, match="1 to 1000 characters"):
-        await queue.push_unique(Invoice(invoice_id=1), "")
+        await client.dispatch_unique(Invoice(invoice_id=1), "")
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
 
 
 async def test_queued_scope_frees_the_key_while_the_job_runs_and_active_scope_does_not(
-        queue: Queue, dsn: str) -> None:
+        client: Client, dsn: str) -> None:
     for scope in ("queued", "active"):
         hold = f"run-{scope}"
         HELD[hold], HELD[hold + ":started"] = asyncio.Event(), asyncio.Event()
-        running = await queue.push_unique(HoldUntilSet(hold=hold), f"hold:{scope}", scope=scope)
-        worker = await queue.worker(queues=("default",), concurrency=1, listen=False, schedules=False)
+        running = await client.dispatch_unique(HoldUntilSet(hold=hold), f"hold:{scope}", scope=scope)
+        worker = await client.worker(queues=("default",), concurrency=1, listen=False, schedules=False)
         task = asyncio.create_task(worker.run(max_jobs=1))
         await finish(HELD[hold + ":started"].wait(), "the held job to start")
-        again = await queue.push_unique(HoldUntilSet(hold=hold), f"hold:{scope}", scope=scope)
+        again = await client.dispatch_unique(HoldUntilSet(hold=hold), f"hold:{scope}", scope=scope)
         if scope == "queued":
             assert not again.duplicate and again.id != running.id  # the running job no longer holds it
         else:
             assert again.duplicate and again.id == running.id
         HELD[hold].set()
         await finish(task, "the worker to finish its one job")
-        await queue.clear("default")
+        await client.clear("default")
 
 
 async def test_fifty_concurrent_producers_of_one_key_make_one_job(dsn: str) -> None:
-    q = Queue(settings=queue_settings(dsn), pool_size=2)
+    q = Client(settings=queue_settings(dsn), pool_size=2)
     connections = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(50)]
     try:
         start = asyncio.Event()
 
         async def produce(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> tuple[uuid.UUID, bool]:
             await start.wait()
-            result = await q.push_unique(Invoice(invoice_id=7), "invoice:7", conn=conn)
+            result = await q.dispatch_unique(Invoice(invoice_id=7), "invoice:7", conn=conn)
             return result.id, result.duplicate
 
         tasks = [asyncio.create_task(produce(c)) for c in connections]
@@ -112,7 +112,7 @@ async def test_fifty_concurrent_producers_of_one_key_make_one_job(dsn: str) -> N
 async def test_fifty_concurrent_business_transactions_make_one_job(dsn: str) -> None:
     # Each producer dispatches inside its own transaction and commits; the one that inserted
     # holds the key until it commits, the others wait on the index entry, then see its job.
-    q = Queue(settings=queue_settings(dsn), pool_size=2)
+    q = Client(settings=queue_settings(dsn), pool_size=2)
     connections = [await psycopg.AsyncConnection.connect(dsn) for _ in range(50)]
     try:
         start = asyncio.Event()
@@ -120,7 +120,7 @@ async def test_fifty_concurrent_business_transactions_make_one_job(dsn: str) -> 
         async def produce(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> tuple[uuid.UUID, bool]:
             await start.wait()
             async with conn.transaction():
-                result = await q.push_unique(Invoice(invoice_id=8), "invoice:8", conn=conn, scope="active")
+                result = await q.dispatch_unique(Invoice(invoice_id=8), "invoice:8", conn=conn, scope="active")
             return result.id, result.duplicate
 
         tasks = [asyncio.create_task(produce(c)) for c in connections]
@@ -137,13 +137,13 @@ async def test_fifty_concurrent_business_transactions_make_one_job(dsn: str) -> 
 
 @pytest.mark.parametrize("first_ends", ["commit", "rollback"])
 async def test_a_second_transaction_waits_for_the_uncommitted_holder_of_the_key(
-        queue: Queue, dsn: str, first_ends: str) -> None:
+        client: Client, dsn: str, first_ends: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn) as first, \
             await psycopg.AsyncConnection.connect(dsn, autocommit=True) as second:
         await first.execute("select 1")
-        held = await queue.push_unique(Invoice(invoice_id=9), "invoice:9", conn=first)
+        held = await client.dispatch_unique(Invoice(invoice_id=9), "invoice:9", conn=first)
         second_pid = second.info.backend_pid
-        waiting = asyncio.create_task(queue.push_unique(Invoice(invoice_id=9), "invoice:9", conn=second))
+        waiting = asyncio.create_task(client.dispatch_unique(Invoice(invoice_id=9), "invoice:9", conn=second))
         # The second dispatch is blocked on a lock (the first's index entry), not refused.
         await wait_until(lambda: scalar(dsn, "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s",
                                         (second_pid,)), "the second dispatch to wait on the key")
@@ -160,28 +160,28 @@ async def test_a_second_transaction_waits_for_the_uncommitted_holder_of_the_key(
     assert [r["id"] for r in await rows(dsn, "select id from pgqueue.jobs")] == [result.id]
 
 
-async def test_period_scope_holds_the_key_after_the_job_finished_until_it_expires(queue: Queue, dsn: str) -> None:
-    first = await queue.push_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
-    await run_worker(queue, schedules=False)
+async def test_period_scope_holds_the_key_after_the_job_finished_until_it_expires(client: Client, dsn: str) -> None:
+    first = await client.dispatch_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
+    await run_worker(client, schedules=False)
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0  # it ran and was acked
-    again = await queue.push_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
+    again = await client.dispatch_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
     assert (again.id, again.duplicate) == (first.id, True)
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
     # Once the period is over (moved into the past instead of waiting an hour), the key is free.
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute("update pgqueue.unique_keys set expires_at = now() - interval '1 second'")
-    later = await queue.push_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
+    later = await client.dispatch_unique(Invoice(invoice_id=5), "report:5", scope="period", period=3600)
     assert not later.duplicate and later.id != first.id
     assert await scalar(dsn, "select job_id from pgqueue.unique_keys where key = 'report:5'") == later.id
 
 
-async def test_a_released_queued_job_drops_its_key_when_a_newer_job_holds_it(queue: Queue, dsn: str) -> None:
-    first = await queue.push_unique(Invoice(invoice_id=3), "invoice:3")
+async def test_a_released_queued_job_drops_its_key_when_a_newer_job_holds_it(client: Client, dsn: str) -> None:
+    first = await client.dispatch_unique(Invoice(invoice_id=3), "invoice:3")
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         cur = await conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)")
         reserved = await cur.fetchone()
         assert reserved is not None and reserved[0] == first.id
-        newer = await queue.push_unique(Invoice(invoice_id=3), "invoice:3")
+        newer = await client.dispatch_unique(Invoice(invoice_id=3), "invoice:3")
         assert not newer.duplicate
         # Releasing the first would put two waiting jobs on one key: it goes back without its key.
         assert (await (await conn.execute("select pgqueue.release(%s, %s, 0)", reserved)).fetchone()) == (True,)
@@ -189,25 +189,25 @@ async def test_a_released_queued_job_drops_its_key_when_a_newer_job_holds_it(que
     assert keys == {first.id: None, newer.id: "invoice:3"}
 
 
-async def test_push_many_with_keys_repeated_in_the_batch_and_held_by_existing_jobs(queue: Queue, dsn: str) -> None:
-    existing = await queue.push_unique(Invoice(invoice_id=1), "invoice:1")
+async def test_push_many_with_keys_repeated_in_the_batch_and_held_by_existing_jobs(client: Client, dsn: str) -> None:
+    existing = await client.dispatch_unique(Invoice(invoice_id=1), "invoice:1")
     batch = [Invoice(invoice_id=n) for n in (1, 2, 2, 3, 4)]
-    results = await queue.push_unique_many(batch, ["invoice:1", "invoice:2", "invoice:2", None, "invoice:4"])
+    results = await client.dispatch_unique_many(batch, ["invoice:1", "invoice:2", "invoice:2", None, "invoice:4"])
     assert [r.duplicate for r in results] == [True, False, True, False, False]
     assert results[0].id == existing.id and results[2].id == results[1].id
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 4  # 1, 2, 3 (no key) and 4
-    ids = await queue.push_many([Invoice(invoice_id=4), Invoice(invoice_id=5)], unique_keys=["invoice:4", None])
+    ids = await client.dispatch_many([Invoice(invoice_id=4), Invoice(invoice_id=5)], unique_keys=["invoice:4", None])
     assert ids[0] == results[4].id
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 5
     # Inside the caller's transaction: a rollback stores none of them.
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        await queue.push_unique_many([Invoice(invoice_id=6)], ["invoice:6"], conn=conn)
+        await client.dispatch_unique_many([Invoice(invoice_id=6)], ["invoice:6"], conn=conn)
         await conn.rollback()
     assert await scalar(dsn, "select count(*) from pgqueue.jobs where unique_key = 'invoice:6'") == 0
 
 
 def queue_settings(dsn: str) -> Settings:
-    """The tests' settings for a Queue of their own."""
+    """The tests' settings for a Client of their own."""
     return settings_for(dsn)
 
 
@@ -225,19 +225,19 @@ class InvoiceByClass(Job):
         return None
 
 
-async def test_a_class_derives_its_key_from_args(queue: Queue, dsn: str) -> None:
-    first = await InvoiceByClass(invoice_id=1, note="a").dispatch(using=queue)
-    assert await InvoiceByClass(invoice_id=1, note="b").dispatch(using=queue) == first
-    other = await InvoiceByClass(invoice_id=2).dispatch(using=queue)
-    ids = await queue.push_many([InvoiceByClass(invoice_id=2), InvoiceByClass(invoice_id=3)])
+async def test_a_class_derives_its_key_from_args(client: Client, dsn: str) -> None:
+    first = await InvoiceByClass(invoice_id=1, note="a").dispatch(using=client)
+    assert await InvoiceByClass(invoice_id=1, note="b").dispatch(using=client) == first
+    other = await InvoiceByClass(invoice_id=2).dispatch(using=client)
+    ids = await client.dispatch_many([InvoiceByClass(invoice_id=2), InvoiceByClass(invoice_id=3)])
     assert ids[0] == other and ids[1] not in (first, other)
     keys = sorted(r["unique_key"] for r in await rows(dsn, "select unique_key from pgqueue.jobs"))
     assert keys == ['tests.unique.invoice_by_class:{"invoice_id":1}', 'tests.unique.invoice_by_class:{"invoice_id":2}',
                     'tests.unique.invoice_by_class:{"invoice_id":3}']
     assert {r["unique_scope"] for r in await rows(dsn, "select unique_scope from pgqueue.jobs")} == {"active"}
     # An explicit key wins over the derived one; Job.dispatch takes it too.
-    assert await Invoice(invoice_id=1).dispatch(using=queue, unique_key="x") == \
-        await Invoice(invoice_id=9).dispatch(using=queue, unique_key="x")
+    assert await Invoice(invoice_id=1).dispatch(using=client, unique_key="x") == \
+        await Invoice(invoice_id=9).dispatch(using=client, unique_key="x")
     with pytest.raises(QueueConfigurationError, match="unique_by must be a tuple of arg names"):
         class Wrong(Job, register=False):
             unique_by = ("nope",)

@@ -14,19 +14,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import JobContext, Queue
+from pgqueue import Client, JobContext
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.resources import query
 from tests.worker_jobs import LedgerJob, Probe
 from tests.worker_support import (
     Runs,
     Spawned,
+    client,
     create_ledger,
     failures,
     finish,
     hooks,
     jobs,
-    queue,
     rows,
     runs,
     scalar,
@@ -36,7 +36,7 @@ from tests.worker_support import (
     wait_until,
 )
 
-__all__ = ["hooks", "queue", "runs", "spawn"]
+__all__ = ["client", "hooks", "runs", "spawn"]
 
 Spawn = Callable[..., Awaitable[Spawned]]
 LOCK = 4_2424  # the advisory lock a LedgerJob waits for while the test holds it
@@ -53,11 +53,11 @@ async def _hold_lock(dsn: str) -> psycopg.AsyncConnection[Any]:
     return holder
 
 
-async def test_sigterm_on_queue_work_drains_and_exits_0(queue: Queue, spawn: Spawn, dsn: str) -> None:
+async def test_sigterm_on_queue_work_drains_and_exits_0(client: Client, spawn: Spawn, dsn: str) -> None:
     await create_ledger(dsn)
     holder = await _hold_lock(dsn)
     try:
-        await queue.push_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(4)])
+        await client.dispatch_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(4)])
         worker = await spawn(PGQUEUE, "queue:work", "--dsn", dsn, "--app", "tests.worker_jobs",
                              "--queue", "default", "--concurrency", "2")
         started = await wait_until(lambda: _two(_ledger(dsn, "started")), "two handlers to start in the worker")
@@ -85,13 +85,13 @@ async def _two(pending: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 
 async def test_killed_worker_job_goes_to_another_worker_and_the_stale_holder_cannot_settle(
-        queue: Queue, spawn: Spawn, dsn: str) -> None:
+        client: Client, spawn: Spawn, dsn: str) -> None:
     await create_ledger(dsn)
     holder = await _hold_lock(dsn)
     try:
-        job_id = await queue.push(LedgerJob(dsn=dsn, n=1, lock=LOCK))
+        job_id = await client.dispatch(LedgerJob(dsn=dsn, n=1, lock=LOCK))
         first = await spawn(sys.executable, "-m", "tests.worker_process", "--dsn", dsn, "--concurrency", "1",
-                            "--retry-after", "3", "--lease-margin", "0.5")
+                            "--lease", "3", "--lease-margin", "0.5")
         [stale] = await wait_until(lambda: _ledger(dsn, "started"), "the first worker to start the job")
 
         await first.kill()  # SIGKILL mid-job: no ack, no release, no goodbye
@@ -99,7 +99,7 @@ async def test_killed_worker_job_goes_to_another_worker_and_the_stale_holder_can
         assert row["token"] == stale["token"], "the job left the killed worker before the kill (handler timeout?)"
 
         # A second worker takes the job once the 3 s lease has expired (it sleeps until then).
-        second = await queue.worker(concurrency=1, listen=False, poll_interval=600)
+        second = await client.worker(concurrency=1, listen=False, poll_interval=600)
         run = asyncio.create_task(second.run(max_jobs=1))
         started = await wait_until(lambda: _attempt(_ledger(dsn, "started"), 2), "the second worker's attempt")
         assert started["pid"] != stale["pid"]
@@ -131,7 +131,7 @@ async def _attempt(pending: Awaitable[list[dict[str, Any]]], attempt: int) -> di
     return next((r for r in await pending if r["attempt"] == attempt), None)
 
 
-async def test_worker_wakes_after_its_listen_connection_is_killed(queue: Queue, hooks: Any, runs: Runs,
+async def test_worker_wakes_after_its_listen_connection_is_killed(client: Client, hooks: Any, runs: Runs,
                                                                   dsn: str) -> None:
     ran = asyncio.Event()
 
@@ -139,7 +139,7 @@ async def test_worker_wakes_after_its_listen_connection_is_killed(queue: Queue, 
         ran.set()
 
     hooks("mark", mark)
-    worker = await queue.worker(concurrency=1, poll_interval=600)
+    worker = await client.worker(concurrency=1, poll_interval=600)
     notifier = worker.notifier
     assert notifier is not None
     task = runs.start(worker)
@@ -156,7 +156,7 @@ async def test_worker_wakes_after_its_listen_connection_is_killed(queue: Queue, 
     assert listener != killed
     await wait_event(worker.idle, "the worker to go idle again")
 
-    await queue.push(Probe(hook="mark"))
+    await client.dispatch(Probe(hook="mark"))
 
     await wait_event(ran, "the job to run: the worker must wake on NOTIFY after re-LISTENing (poll is 600 s)")
     worker.stop()
@@ -171,10 +171,10 @@ async def test_database_restart_mid_run_loses_nothing(owned_server: EmbeddedPost
     await create_ledger(dsn)
     holder = await _hold_lock(dsn)  # dies with the restart, which frees the lock
     # A short lease so jobs caught by the restart come back quickly; a job timeout that fits in it.
-    async with Queue(settings=settings_for(dsn, retry_after=4.0, lease_margin=1.0, timeout=2.0)) as queue:
-        await queue.push_many([LedgerJob(dsn=dsn, n=n) for n in range(before)])
-        await queue.push_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(before, total)])
-        worker = await queue.worker(concurrency=4, poll_interval=1.0)
+    async with Client(settings=settings_for(dsn, lease=4.0, lease_margin=1.0, timeout=2.0)) as client:
+        await client.dispatch_many([LedgerJob(dsn=dsn, n=n) for n in range(before)])
+        await client.dispatch_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(before, total)])
+        worker = await client.worker(concurrency=4, poll_interval=1.0)
         task = runs.start(worker)
         finished_sql = "select count(distinct n) from test_ledger where event = 'finished'"
         started_sql = "select count(distinct n) from test_ledger where event = 'started'"

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import JobContext, Queue, QueueConfigurationError
+from pgqueue import Client, JobContext, QueueConfigurationError
 from pgqueue.resources import query
 from tests.worker_jobs import LedgerJob, Once, Probe
 from tests.worker_support import (
@@ -37,7 +37,7 @@ __all__ = ["hooks", "spawn"]
 
 LOCK = 4_2425  # the advisory lock a LedgerJob waits for while the test holds it
 #: A 4 s lease renewed every (4 - 1) / 3 = 1 s, and job timeouts far longer than the lease.
-SHORT_LEASE = {"retry_after": 4.0, "lease_margin": 1.0, "timeout": 20.0}
+SHORT_LEASE = {"lease": 4.0, "lease_margin": 1.0, "timeout": 20.0}
 
 
 async def lease_left(dsn: str, job_id: uuid.UUID) -> float:
@@ -67,9 +67,9 @@ async def test_a_job_runs_far_longer_than_its_lease_on_one_reservation(hooks: An
         seen.append((context.attempts, await lease_left(dsn, context.id)))
 
     hooks("work", ten_seconds_of_work)
-    async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-        await queue.push(Once(hook="work"))  # timeout 20 s: dispatch accepts it with the heartbeat
-        worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+        await client.dispatch(Once(hook="work"))  # timeout 20 s: dispatch accepts it with the heartbeat
+        worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
         assert worker.heartbeat is not None and worker.heartbeat.period == pytest.approx(1.0)
 
         assert await finish(worker.run(stop_when_empty=True), "the 10 s job") == 1
@@ -77,7 +77,7 @@ async def test_a_job_runs_far_longer_than_its_lease_on_one_reservation(hooks: An
     [(attempts, left)] = seen
     assert attempts == 1
     assert left > 0, "the lease was not renewed while the handler ran"
-    assert (worker.stats.reserved, worker.stats.succeeded, worker.stats.lost) == (1, 1, 0)
+    assert (worker.stats.reserved, worker.stats.acked, worker.stats.lost) == (1, 1, 0)
     assert worker.heartbeat.ticks >= 3
     assert await jobs(dsn) == []
     assert await failures(dsn) == []
@@ -89,10 +89,10 @@ async def test_kill_9_of_a_long_jobs_worker_gets_it_reserved_again_after_one_lea
     holder = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     await holder.execute("select pg_advisory_lock(%s)", (LOCK,))
     try:
-        async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-            job_id = await queue.push(LedgerJob(dsn=dsn, n=1, lock=LOCK))
+        async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+            job_id = await client.dispatch(LedgerJob(dsn=dsn, n=1, lock=LOCK))
             first: Spawned = await spawn(sys.executable, "-m", "tests.worker_process", "--dsn", dsn,
-                                         "--concurrency", "1", "--retry-after", "4", "--lease-margin", "1",
+                                         "--concurrency", "1", "--lease", "4", "--lease-margin", "1",
                                          "--timeout", "20")
             [stale] = await wait_until(lambda: _ledger(dsn, "started"), "the first worker to start the job")
             # Its heartbeat keeps the job: after two renewals the lease still ends in the future.
@@ -103,10 +103,10 @@ async def test_kill_9_of_a_long_jobs_worker_gets_it_reserved_again_after_one_lea
             killed_at = await scalar(dsn, "select clock_timestamp()")
             [row] = await jobs(dsn)
             assert row["token"] == stale["token"]
-            # The last renewal ran before the kill, so the lease ends at most retry_after after it.
-            assert (row["available_at"] - killed_at).total_seconds() <= SHORT_LEASE["retry_after"]
+            # The last renewal ran before the kill, so the lease ends at most lease after it.
+            assert (row["available_at"] - killed_at).total_seconds() <= SHORT_LEASE["lease"]
 
-            second = await queue.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
+            second = await client.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
             run = asyncio.create_task(second.run(max_jobs=1))
             started = await wait_until(lambda: _attempt(_ledger(dsn, "started"), 2), "the second worker's attempt")
             assert (started["pid"], started["token"]) != (stale["pid"], stale["token"])
@@ -147,16 +147,16 @@ async def test_a_refused_renewal_stops_the_handler_and_its_ack_is_refused(hooks:
             raise
 
     hooks("stolen", held_until_stolen)
-    async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-        job_id = await queue.push(Probe(hook="stolen"))  # tries left: the thief's reservation is granted
-        worker = await queue.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+        job_id = await client.dispatch(Probe(hook="stolen"))  # tries left: the thief's reservation is granted
+        worker = await client.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
         task = asyncio.create_task(worker.run(max_jobs=1))
 
         await wait_event(cancelled, "the heartbeat to stop the handler whose lease was stolen")
         assert await finish(task, "the worker to finish") == 1
 
     assert facts["decision"] == "lost" and facts["cancelled"]
-    assert (worker.stats.lost, worker.stats.succeeded, worker.stats.failed) == (1, 0, 0)
+    assert (worker.stats.lost, worker.stats.acked, worker.stats.failed) == (1, 0, 0)
     assert worker.heartbeat is not None and worker.heartbeat.refused == 1
     # The thief's reservation is untouched, and the stopped holder's ack is refused.
     [row] = await jobs(dsn)
@@ -186,9 +186,9 @@ async def test_a_handler_whose_lease_cannot_be_renewed_is_stopped_before_the_lea
             raise
 
     hooks("outlive", outlive_the_lease)
-    async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-        await queue.push(Once(hook="outlive"))
-        worker = await queue.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+        await client.dispatch(Once(hook="outlive"))
+        worker = await client.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
         task = asyncio.create_task(worker.run(max_jobs=1))
         await wait_event(stopped, "the handler to be stopped")
         assert await finish(task, "the worker to finish") == 1
@@ -196,7 +196,7 @@ async def test_a_handler_whose_lease_cannot_be_renewed_is_stopped_before_the_lea
     assert facts["lease_left"] > 0, "the handler outlived its lease"
     assert facts["context"].decision == "lost" and facts["context"].cancelled
     assert worker.heartbeat is not None and worker.heartbeat.failures >= 1
-    assert (worker.stats.lost, worker.stats.succeeded, worker.stats.retried) == (1, 0, 0)
+    assert (worker.stats.lost, worker.stats.acked, worker.stats.retried) == (1, 0, 0)
     # Nothing was decided: the job waits for its lease to expire, then runs again.
     [row] = await jobs(dsn)
     assert row["token"] is not None and row["attempts"] == 1
@@ -214,14 +214,14 @@ async def test_extend_moves_the_handlers_time_limit(hooks: Any, dsn: str) -> Non
         facts["outlived"] = True
 
     hooks("extend", extend_past_the_first_lease)
-    async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-        await queue.push(Once(hook="extend"))
-        worker = await queue.worker(concurrency=1, listen=False, heartbeat=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+        await client.dispatch(Once(hook="extend"))
+        worker = await client.worker(concurrency=1, listen=False, heartbeat=False, maintenance_interval=None)
         assert worker.heartbeat is None
         assert await finish(worker.run(stop_when_empty=True), "the extending job") == 1
 
     assert facts == {"outlived": True}
-    assert worker.stats.succeeded == 1
+    assert worker.stats.acked == 1
     assert await failures(dsn) == []
 
 
@@ -237,12 +237,12 @@ async def test_extend_out_of_bounds_is_refused_and_changes_nothing(hooks: Any, d
         facts["shorter"] = await lease_left(dsn, context.id) <= before
 
     hooks("extend", extend)
-    async with Queue(settings=settings_for(dsn)) as queue:
-        await queue.push(Once(hook="extend"))
-        worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn)) as client:
+        await client.dispatch(Once(hook="extend"))
+        worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
         assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert "the lease was not changed" in facts["message"] and facts["shorter"]
-    assert worker.stats.succeeded == 1
+    assert worker.stats.acked == 1
 
 
 # ---------------------------------------------------------------- item 8 bits
@@ -251,20 +251,20 @@ async def test_a_refused_ack_counts_as_lost_not_succeeded(hooks: Any, dsn: str) 
         await steal(dsn, context.id)  # then return normally: the worker acks, the fence refuses
 
     hooks("lose", lose_it)
-    async with Queue(settings=settings_for(dsn)) as queue:
-        await queue.push(Probe(hook="lose"))
-        worker = await queue.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn)) as client:
+        await client.dispatch(Probe(hook="lose"))
+        worker = await client.worker(concurrency=1, listen=False, poll_interval=600, maintenance_interval=None)
         assert await finish(worker.run(max_jobs=1), "the job") == 1
 
     assert worker.completer.refused == 1
-    assert (worker.stats.succeeded, worker.stats.lost) == (0, 1)
+    assert (worker.stats.acked, worker.stats.lost) == (0, 1)
 
 
 @pytest.mark.parametrize("interval", [math.inf, math.nan, 0, -1])
 async def test_poll_interval_must_be_finite_and_positive(dsn: str, interval: float) -> None:
-    async with Queue(settings=settings_for(dsn)) as queue:
+    async with Client(settings=settings_for(dsn)) as client:
         with pytest.raises(QueueConfigurationError, match="poll_interval must be a finite number"):
-            await queue.worker(poll_interval=interval)
+            await client.worker(poll_interval=interval)
 
 
 async def test_serving_a_queue_nothing_was_dispatched_to_warns_once(
@@ -273,13 +273,13 @@ async def test_serving_a_queue_nothing_was_dispatched_to_warns_once(
         return None
 
     hooks("ok", ok)
-    async with Queue(settings=settings_for(dsn)) as queue:
-        await queue.push(Probe(hook="ok"))
-        await queue.push(Probe(hook="ok"), queue="reports")
+    async with Client(settings=settings_for(dsn)) as client:
+        await client.dispatch(Probe(hook="ok"))
+        await client.dispatch(Probe(hook="ok"), queue="reports")
         with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
-            worker = await queue.worker(queues=("default", "reprots"), listen=False, maintenance_interval=None)
+            worker = await client.worker(queues=("default", "reprots"), listen=False, maintenance_interval=None)
             assert await finish(worker.run(stop_when_empty=True), "the job") == 1
-            known = await queue.worker(queues=("reports",), listen=False, maintenance_interval=None)
+            known = await client.worker(queues=("reports",), listen=False, maintenance_interval=None)
             assert await finish(known.run(stop_when_empty=True), "the reports job") == 1
     warnings = [r.getMessage() for r in caplog.records if "no job or failure" in r.getMessage()]
     assert len(warnings) == 1, warnings

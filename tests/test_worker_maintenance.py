@@ -19,13 +19,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgqueue import JobContext, Queue, QueueConfigurationError, Worker
+from pgqueue import Client, JobContext, QueueConfigurationError, Worker
 from pgqueue.resources import sql_dir
 from pgqueue.worker.maintenance import VACUUM_LOCK_KEY, Maintenance, TableHealth
 from tests.worker_jobs import Probe
-from tests.worker_support import Runs, finish, hooks, queue, runs, scalar, settings_for, wait_until
+from tests.worker_support import Runs, client, finish, hooks, runs, scalar, settings_for, wait_until
 
-__all__ = ["hooks", "queue", "runs"]
+__all__ = ["client", "hooks", "runs"]
 
 THRESHOLD = 100
 
@@ -74,11 +74,11 @@ def maintenance_of(worker: Worker) -> Maintenance:
 
 
 # ------------------------------------------------------------------------ vacuuming
-async def test_vacuums_a_table_autovacuum_does_not_cover(queue: Queue, dsn: str,
+async def test_vacuums_a_table_autovacuum_does_not_cover(client: Client, dsn: str,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=600)
+    worker = await client.worker(listen=False, maintenance_interval=600)
     maintenance = maintenance_of(worker)
     health = await maintenance.check()
     assert health.dead_tuples >= 3 * THRESHOLD
@@ -96,10 +96,10 @@ async def test_vacuums_a_table_autovacuum_does_not_cover(queue: Queue, dsn: str,
     assert worker.stats.vacuums == 1
 
 
-async def test_below_the_threshold_it_does_not_vacuum(queue: Queue, dsn: str) -> None:
+async def test_below_the_threshold_it_does_not_vacuum(client: Client, dsn: str) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, THRESHOLD // 2)
-    worker = await queue.worker(listen=False, maintenance_interval=600)
+    worker = await client.worker(listen=False, maintenance_interval=600)
     before = await vacuum_count(dsn)
 
     assert await maintenance_of(worker).tick() is False
@@ -109,10 +109,10 @@ async def test_below_the_threshold_it_does_not_vacuum(queue: Queue, dsn: str) ->
 
 
 @pytest.mark.parametrize("interval", [None, 0])
-async def test_maintenance_can_be_turned_off(queue: Queue, dsn: str, interval: float | None) -> None:
+async def test_maintenance_can_be_turned_off(client: Client, dsn: str, interval: float | None) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=interval)
+    worker = await client.worker(listen=False, maintenance_interval=interval)
     before = await vacuum_count(dsn)
 
     assert worker.maintenance is None
@@ -122,10 +122,10 @@ async def test_maintenance_can_be_turned_off(queue: Queue, dsn: str, interval: f
     assert worker.stats.vacuums == 0
 
 
-async def test_only_one_session_vacuums_at_a_time(queue: Queue, dsn: str) -> None:
+async def test_only_one_session_vacuums_at_a_time(client: Client, dsn: str) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=600)
+    worker = await client.worker(listen=False, maintenance_interval=600)
     maintenance = maintenance_of(worker)
     before = await vacuum_count(dsn)
 
@@ -140,10 +140,10 @@ async def test_only_one_session_vacuums_at_a_time(queue: Queue, dsn: str) -> Non
     assert worker.stats.vacuums == 1
 
 
-async def test_a_vacuum_already_holding_the_table_is_not_waited_for(queue: Queue, dsn: str) -> None:
+async def test_a_vacuum_already_holding_the_table_is_not_waited_for(client: Client, dsn: str) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=600)
+    worker = await client.worker(listen=False, maintenance_interval=600)
     before = await vacuum_count(dsn)
 
     async with await psycopg.AsyncConnection.connect(dsn) as other:
@@ -175,11 +175,11 @@ def test_when_a_vacuum_is_due(changes: dict[str, Any], due: bool) -> None:
     assert health(**changes).vacuum_due(grace=60.0) is due
 
 
-async def test_defers_to_an_autovacuum_that_ran_recently(queue: Queue, dsn: str) -> None:
+async def test_defers_to_an_autovacuum_that_ran_recently(client: Client, dsn: str) -> None:
     await owner(dsn, f"alter table pgqueue.jobs set (autovacuum_vacuum_threshold = {THRESHOLD})")
     await owner(dsn, "vacuum pgqueue.jobs")
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=600, vacuum_grace=3600)
+    worker = await client.worker(listen=False, maintenance_interval=600, vacuum_grace=3600)
 
     found = await maintenance_of(worker).check()
 
@@ -191,13 +191,13 @@ async def test_defers_to_an_autovacuum_that_ran_recently(queue: Queue, dsn: str)
     assert with_autovacuum.vacuum_due(grace=0) is True
 
 
-async def test_defers_on_a_server_running_autovacuum(queue: Queue, dsn: str) -> None:
+async def test_defers_on_a_server_running_autovacuum(client: Client, dsn: str) -> None:
     if await scalar(dsn, "select current_setting('autovacuum')") != "on":
         pytest.skip("autovacuum is off on this server")
     await owner(dsn, f"alter table pgqueue.jobs set (autovacuum_vacuum_threshold = {THRESHOLD})")
     await owner(dsn, "vacuum pgqueue.jobs")
     await make_dead_tuples(dsn, 3 * THRESHOLD)
-    worker = await queue.worker(listen=False, maintenance_interval=600, vacuum_grace=3600)
+    worker = await client.worker(listen=False, maintenance_interval=600, vacuum_grace=3600)
 
     assert (await maintenance_of(worker).check()).autovacuum_applies is True
     assert await maintenance_of(worker).tick() is False
@@ -210,31 +210,31 @@ async def test_defers_on_a_server_running_autovacuum(queue: Queue, dsn: str) -> 
     ("maintenance_interval", float("nan")), ("maintenance_interval", float("inf")),
     ("vacuum_grace", -0.5), ("vacuum_grace", None), ("vacuum_grace", "60"),
 ])
-async def test_bad_options_are_named(queue: Queue, option: str, value: Any) -> None:
+async def test_bad_options_are_named(client: Client, option: str, value: Any) -> None:
     with pytest.raises(QueueConfigurationError, match=option):
-        await queue.worker(listen=False, **{option: value})
+        await client.worker(listen=False, **{option: value})
 
 
 async def test_behind_a_transaction_pooler_it_needs_a_direct_connection(dsn: str,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
-    async with Queue(settings=settings_for(dsn, transaction_pooler=True)) as pooled:
+    async with Client(settings=settings_for(dsn, transaction_pooler=True)) as pooled:
         with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
             worker = await pooled.worker(listen=False)
         assert worker.maintenance is None
         assert "table maintenance" in caplog.text and "listen_dsn" in caplog.text
     direct = make_conninfo(dsn, application_name="direct")
-    async with Queue(settings=settings_for(dsn, transaction_pooler=True, listen_dsn=direct)) as pooled:
+    async with Client(settings=settings_for(dsn, transaction_pooler=True, listen_dsn=direct)) as pooled:
         worker = await pooled.worker(listen=False)
         assert worker.maintenance is not None
         assert worker.maintenance._dsn == direct
 
 
 # ------------------------------------------------------------------- through run()
-async def test_a_running_worker_vacuums_and_stops_cleanly(queue: Queue, dsn: str, runs: Runs) -> None:
+async def test_a_running_worker_vacuums_and_stops_cleanly(client: Client, dsn: str, runs: Runs) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
     before = await vacuum_count(dsn)
-    worker = await queue.worker(listen=False, poll_interval=0.05, maintenance_interval=0.05)
+    worker = await client.worker(listen=False, poll_interval=0.05, maintenance_interval=0.05)
     task = runs.start(worker)
 
     await wait_until(lambda: worker.stats.vacuums >= 1, "the running worker to vacuum")
@@ -284,10 +284,10 @@ def _drop_role(dsn: str, login: str) -> None:
 
 
 @pytest.fixture
-async def as_role(request: pytest.FixtureRequest) -> AsyncIterator[Queue]:
-    """An open Queue connecting as the role of the fixture named by the test's parameter."""
+async def as_role(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """An open Client connecting as the role of the fixture named by the test's parameter."""
     role_dsn: str = request.getfixturevalue(request.param)
-    q = Queue(settings=settings_for(role_dsn))
+    q = Client(settings=settings_for(role_dsn))
     await q.open()
     try:
         yield q
@@ -300,7 +300,7 @@ def refusals(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 @pytest.mark.parametrize("as_role", ["least_privilege_worker", "database_owner_without_schema"], indirect=True)
-async def test_a_role_that_may_not_vacuum_is_told_once(as_role: Queue, dsn: str,
+async def test_a_role_that_may_not_vacuum_is_told_once(as_role: Client, dsn: str,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     await autovacuum_off_for_the_table(dsn)
     await make_dead_tuples(dsn, 3 * THRESHOLD)
@@ -320,7 +320,7 @@ async def test_a_role_that_may_not_vacuum_is_told_once(as_role: Queue, dsn: str,
     assert worker.stats.vacuums == 0
 
 
-async def test_a_least_privilege_worker_keeps_processing_jobs(least_privilege_worker: str, queue: Queue,
+async def test_a_least_privilege_worker_keeps_processing_jobs(least_privilege_worker: str, client: Client,
                                                               dsn: str, hooks: Any, runs: Runs,
                                                               caplog: pytest.LogCaptureFixture) -> None:
     await autovacuum_off_for_the_table(dsn)
@@ -331,14 +331,14 @@ async def test_a_least_privilege_worker_keeps_processing_jobs(least_privilege_wo
         done.set()
 
     hooks("maintenance-done", finish_job)
-    async with Queue(settings=settings_for(least_privilege_worker)) as as_worker:
+    async with Client(settings=settings_for(least_privilege_worker)) as as_worker:
         worker = await as_worker.worker(listen=False, poll_interval=0.05, maintenance_interval=0.05)
         with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
             task = runs.start(worker)
             await wait_until(lambda: maintenance_of(worker).refused, "the worker to give up on maintenance")
-            await queue.push(Probe(hook="maintenance-done"))
+            await client.dispatch(Probe(hook="maintenance-done"))
             await finish(done.wait(), "the job to run after maintenance gave up")
-            await wait_until(lambda: worker.stats.succeeded == 1, "the job to be counted")
+            await wait_until(lambda: worker.stats.acked == 1, "the job to be counted")
             worker.stop()
             await finish(task, "the worker to stop")
 

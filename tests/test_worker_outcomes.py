@@ -17,24 +17,24 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import JobContext, Queue, QueueLeaseError, QueuePayloadError
+from pgqueue import Client, JobContext, QueueLeaseError, QueuePayloadError
 from tests.api_support import failed_rows, job_rows, run_worker
 from tests.helpers import envelope
 from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
-from tests.worker_support import failures, finish, hooks, jobs, queue, rows, scalar
+from tests.worker_support import client, failures, finish, hooks, jobs, rows, scalar
 
-__all__ = ["hooks", "queue"]
+__all__ = ["client", "hooks"]
 
 
-async def drain(queue: Queue, **options: Any) -> int:
+async def drain(client: Client, **options: Any) -> int:
     """Run a polling worker until no job is ready now; returns the reservations processed."""
-    worker = await queue.worker(listen=False, **{"concurrency": 1, **options})
+    worker = await client.worker(listen=False, **{"concurrency": 1, **options})
     processed: int = await finish(worker.run(stop_when_empty=True), "the worker to drain the queue")
     return processed
 
 
 # ---------------------------------------------------------------------------- retries
-async def test_retries_follow_the_backoff_then_fail_with_the_exception(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_retries_follow_the_backoff_then_fail_with_the_exception(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
     reserved: dict[int, Any] = {}
     raised: dict[int, Any] = {}
@@ -47,8 +47,8 @@ async def test_retries_follow_the_backoff_then_fail_with_the_exception(queue: Qu
         raise ValueError(f"attempt {context.attempts} went wrong")
 
     hooks("fail", fail_always)
-    job_id = await queue.push(Flaky(hook="fail"))  # tries=3, backoff=(0.05, 0.1)
-    worker = await queue.worker(concurrency=1, listen=False, poll_interval=600)
+    job_id = await client.dispatch(Flaky(hook="fail"))  # tries=3, backoff=(0.05, 0.1)
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600)
 
     assert await finish(worker.run(max_jobs=3), "three attempts") == 3
 
@@ -69,14 +69,14 @@ async def test_retries_follow_the_backoff_then_fail_with_the_exception(queue: Qu
     assert "ValueError: attempt 3 went wrong" in failure["traceback"]
 
 
-async def test_backoff_delay_is_applied_to_the_released_job(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_backoff_delay_is_applied_to_the_released_job(client: Client, hooks: Any, dsn: str) -> None:
     async def boom(job: Probe, context: JobContext) -> None:
         raise RuntimeError("later")
 
     hooks("boom", boom)
-    await queue.push(Deadlined(hook="boom", deadline=time.time() + 3600))  # backoff 60 s, deadline far off
+    await client.dispatch(Deadlined(hook="boom", deadline=time.time() + 3600))  # backoff 60 s, deadline far off
 
-    assert await drain(queue, poll_interval=600) == 1
+    assert await drain(client, poll_interval=600) == 1
 
     [row] = await jobs(dsn)
     assert (row["attempts"], row["token"]) == (1, None)
@@ -84,15 +84,15 @@ async def test_backoff_delay_is_applied_to_the_released_job(queue: Queue, hooks:
     assert await failures(dsn) == []
 
 
-async def test_deadline_stops_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_deadline_stops_retries(client: Client, hooks: Any, dsn: str) -> None:
     async def boom(job: Probe, context: JobContext) -> None:
         raise RuntimeError("cannot make it")
 
     hooks("boom", boom)
     # The next try would be 60 s from now, after the deadline: fail now instead of releasing.
-    job_id = await queue.push(Deadlined(hook="boom", deadline=time.time() + 20))
+    job_id = await client.dispatch(Deadlined(hook="boom", deadline=time.time() + 20))
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert await jobs(dsn) == []
     [failure] = await failures(dsn)
@@ -100,16 +100,16 @@ async def test_deadline_stops_retries(queue: Queue, hooks: Any, dsn: str) -> Non
     assert (failure["exception"], failure["message"]) == ("RuntimeError", "cannot make it")
 
 
-async def test_job_past_its_deadline_is_not_run(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_job_past_its_deadline_is_not_run(client: Client, hooks: Any, dsn: str) -> None:
     ran: list[int] = []
 
     async def record(job: Probe, context: JobContext) -> None:
         ran.append(context.attempts)
 
     hooks("record", record)
-    job_id = await queue.push(Deadlined(hook="record", deadline=time.time() - 1))
+    job_id = await client.dispatch(Deadlined(hook="record", deadline=time.time() - 1))
 
-    assert await drain(queue) == 0
+    assert await drain(client) == 0
 
     assert ran == []
     [failure] = await failures(dsn)
@@ -117,7 +117,7 @@ async def test_job_past_its_deadline_is_not_run(queue: Queue, hooks: Any, dsn: s
 
 
 # ---------------------------------------------------------------------------- timeout
-async def test_timeout_is_clipped_by_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_timeout_is_clipped_by_the_lease(client: Client, hooks: Any, dsn: str) -> None:
     seen: dict[str, float] = {}
 
     async def forever(job: Probe, context: JobContext) -> None:
@@ -129,12 +129,12 @@ async def test_timeout_is_clipped_by_the_lease(queue: Queue, hooks: Any, dsn: st
             raise
 
     hooks("forever", forever)
-    await queue.push(Once(hook="forever"))  # the envelope's timeout is the connection's 60 s
+    await client.dispatch(Once(hook="forever"))  # the envelope's timeout is the connection's 60 s
     # A 5.5 s lease minus the 5 s lease margin leaves the handler 0.5 s, far below 60 s.
-    assert queue.connection().lease_margin == 5.0
+    assert client.connection().lease_margin == 5.0
 
     # Without the heartbeat (issue 11): with it, the lease is renewed and only the timeout counts.
-    assert await drain(queue, retry_after=5.5, heartbeat=False) == 1
+    assert await drain(client, lease=5.5, heartbeat=False) == 1
 
     assert seen["lease"] <= 5.5
     assert seen["lease_left_at_cancel"] > 0, "the handler outlived its lease"
@@ -142,7 +142,7 @@ async def test_timeout_is_clipped_by_the_lease(queue: Queue, hooks: Any, dsn: st
     assert (failure["exception"], failure["reason"], failure["attempts"]) == ("TimeoutError", "exception", 1)
 
 
-async def test_timed_out_attempt_is_retried(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_timed_out_attempt_is_retried(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
 
     async def hang_once(job: Probe, context: JobContext) -> None:
@@ -151,9 +151,9 @@ async def test_timed_out_attempt_is_retried(queue: Queue, hooks: Any, dsn: str) 
             await asyncio.Event().wait()
 
     hooks("hang", hang_once)
-    await queue.push(Retrying(hook="hang"))
+    await client.dispatch(Retrying(hook="hang"))
 
-    assert await drain(queue, retry_after=5.5, heartbeat=False) == 2
+    assert await drain(client, lease=5.5, heartbeat=False) == 2
 
     assert attempts == [1, 2]
     assert await jobs(dsn) == []
@@ -161,30 +161,30 @@ async def test_timed_out_attempt_is_retried(queue: Queue, hooks: Any, dsn: str) 
 
 
 # ------------------------------------------------------------------ handler decisions
-async def test_handler_return_acknowledges(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_return_acknowledges(client: Client, hooks: Any, dsn: str) -> None:
     async def ok(job: Probe, context: JobContext) -> None:
         return None
 
     hooks("ok", ok)
-    await queue.push_many([Probe(hook="ok", n=n) for n in range(3)])
-    worker = await queue.worker(concurrency=2, listen=False)
+    await client.dispatch_many([Probe(hook="ok", n=n) for n in range(3)])
+    worker = await client.worker(concurrency=2, listen=False)
 
     assert await finish(worker.run(stop_when_empty=True), "three jobs") == 3
 
     assert worker.completer.acked == 3
-    assert worker.stats.succeeded == 3
+    assert worker.stats.acked == 3
     assert await jobs(dsn) == []
     assert await failures(dsn) == []
 
 
-async def test_handler_release_puts_the_job_back(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_release_puts_the_job_back(client: Client, hooks: Any, dsn: str) -> None:
     async def later(job: Probe, context: JobContext) -> None:
         await context.release(30)
 
     hooks("later", later)
-    job_id = await queue.push(Probe(hook="later"))
+    job_id = await client.dispatch(Probe(hook="later"))
 
-    assert await drain(queue, poll_interval=600) == 1
+    assert await drain(client, poll_interval=600) == 1
 
     [row] = await jobs(dsn)
     assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
@@ -192,7 +192,7 @@ async def test_handler_release_puts_the_job_back(queue: Queue, hooks: Any, dsn: 
     assert await failures(dsn) == []
 
 
-async def test_handler_release_now_runs_again_and_counts_the_attempt(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_release_now_runs_again_and_counts_the_attempt(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
 
     async def again(job: Probe, context: JobContext) -> None:
@@ -201,33 +201,33 @@ async def test_handler_release_now_runs_again_and_counts_the_attempt(queue: Queu
             await context.release()
 
     hooks("again", again)
-    await queue.push(Probe(hook="again"))
+    await client.dispatch(Probe(hook="again"))
 
-    assert await drain(queue) == 2
+    assert await drain(client) == 2
     assert attempts == [1, 2]
     assert await jobs(dsn) == []
 
 
-async def test_handler_delete_removes_the_job(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_ack_removes_the_job(client: Client, hooks: Any, dsn: str) -> None:
     calls: list[str | None] = []
 
     async def drop(job: Probe, context: JobContext) -> None:
-        await context.delete()
+        await context.ack()
         calls.append(context.decision)
 
     hooks("drop", drop)
-    await queue.push(Probe(hook="drop"))
-    worker = await queue.worker(concurrency=1, listen=False)
+    await client.dispatch(Probe(hook="drop"))
+    worker = await client.worker(concurrency=1, listen=False)
 
     assert await finish(worker.run(stop_when_empty=True), "the job") == 1
 
-    assert calls == ["deleted"]
+    assert calls == ["acked"]
     assert worker.completer.acked == 0  # the worker did not acknowledge on top
     assert await jobs(dsn) == []
     assert await failures(dsn) == []
 
 
-async def test_handler_fail_records_the_failure_without_retry(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_fail_records_the_failure_without_retry(client: Client, hooks: Any, dsn: str) -> None:
     async def give_up(job: Probe, context: JobContext) -> None:
         try:
             raise LookupError("customer 42 is gone")
@@ -235,9 +235,9 @@ async def test_handler_fail_records_the_failure_without_retry(queue: Queue, hook
             await context.fail(exc)
 
     hooks("give_up", give_up)
-    job_id = await queue.push(Retrying(hook="give_up"))  # tries left, yet no retry
+    job_id = await client.dispatch(Retrying(hook="give_up"))  # tries left, yet no retry
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert await jobs(dsn) == []
     [failure] = await failures(dsn)
@@ -247,7 +247,7 @@ async def test_handler_fail_records_the_failure_without_retry(queue: Queue, hook
     assert "in give_up" in failure["traceback"]
 
 
-async def test_handler_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_handler_extend_renews_the_lease(client: Client, hooks: Any, dsn: str) -> None:
     seen: dict[str, float] = {}
     lease_sql = "select extract(epoch from available_at - clock_timestamp())::float from pgqueue.jobs where id = %s"
 
@@ -258,9 +258,9 @@ async def test_handler_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: st
         seen["context"] = context.lease_expires_in
 
     hooks("extend", extend)
-    await queue.push(Probe(hook="extend"))
+    await client.dispatch(Probe(hook="extend"))
 
-    assert await drain(queue, retry_after=10) == 1
+    assert await drain(client, lease=10) == 1
 
     assert seen["before"] <= 10
     assert 100 < seen["returned"] <= 120
@@ -269,40 +269,40 @@ async def test_handler_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: st
     assert await jobs(dsn) == []  # then acknowledged
 
 
-async def test_second_transition_raises_queue_lease_error(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_second_transition_raises_queue_lease_error(client: Client, hooks: Any, dsn: str) -> None:
     refused: list[str] = []
 
     async def twice(job: Probe, context: JobContext) -> None:
-        await context.delete()
-        attempts = {"release": context.release(), "delete": context.delete(), "fail": context.fail("late"),
+        await context.ack()
+        attempts = {"release": context.release(), "ack": context.ack(), "fail": context.fail("late"),
                     "extend": context.extend(30)}
         for verb, call in attempts.items():
             try:
                 await call
             except QueueLeaseError as exc:
-                assert "already deleted" in str(exc)
+                assert "already acked" in str(exc)
                 refused.append(verb)
 
     hooks("twice", twice)
-    await queue.push(Probe(hook="twice"))
+    await client.dispatch(Probe(hook="twice"))
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
-    assert refused == ["release", "delete", "fail", "extend"]
+    assert refused == ["release", "ack", "fail", "extend"]
     assert await jobs(dsn) == []
     assert await failures(dsn) == []
 
 
-async def test_lease_error_of_a_second_transition_leaves_the_first_decision(queue: Queue, hooks: Any,
+async def test_lease_error_of_a_second_transition_leaves_the_first_decision(client: Client, hooks: Any,
                                                                             dsn: str) -> None:
-    async def release_then_delete(job: Probe, context: JobContext) -> None:
+    async def release_then_ack(job: Probe, context: JobContext) -> None:
         await context.release(60)
-        await context.delete()  # raises QueueLeaseError out of the handler
+        await context.ack()  # raises QueueLeaseError out of the handler
 
-    hooks("both", release_then_delete)
-    job_id = await queue.push(Retrying(hook="both"))
+    hooks("both", release_then_ack)
+    job_id = await client.dispatch(Retrying(hook="both"))
 
-    assert await drain(queue, poll_interval=600) == 1
+    assert await drain(client, poll_interval=600) == 1
 
     [row] = await jobs(dsn)  # still released, not retried, not failed
     assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
@@ -310,7 +310,7 @@ async def test_lease_error_of_a_second_transition_leaves_the_first_decision(queu
     assert await failures(dsn) == []
 
 
-async def test_lost_lease_is_never_touched(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_lost_lease_is_never_touched(client: Client, hooks: Any, dsn: str) -> None:
     stolen: dict[str, int] = {}
 
     async def robbed(job: Probe, context: JobContext) -> None:
@@ -319,11 +319,11 @@ async def test_lost_lease_is_never_touched(queue: Queue, hooks: Any, dsn: str) -
             dsn, "update pgqueue.jobs set token = nextval('pgqueue.lease_token_seq') where id = %s"
                  " returning token", (context.id,))
         if job.n == 1:
-            await context.delete()  # refused: QueueLeaseError leaves the handler
+            await context.ack()  # refused: QueueLeaseError leaves the handler
 
     hooks("robbed", robbed)
-    await queue.push(Retrying(hook="robbed", n=1))
-    worker = await queue.worker(concurrency=1, listen=False)
+    await client.dispatch(Retrying(hook="robbed", n=1))
+    worker = await client.worker(concurrency=1, listen=False)
 
     assert await finish(worker.run(max_jobs=1), "the job") == 1
 
@@ -333,7 +333,7 @@ async def test_lost_lease_is_never_touched(queue: Queue, hooks: Any, dsn: str) -
     assert await failures(dsn) == []
 
 
-async def test_refused_auto_ack_is_never_touched(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_refused_auto_ack_is_never_touched(client: Client, hooks: Any, dsn: str) -> None:
     stolen: dict[str, int] = {}
 
     async def robbed(job: Probe, context: JobContext) -> None:
@@ -342,8 +342,8 @@ async def test_refused_auto_ack_is_never_touched(queue: Queue, hooks: Any, dsn: 
                  " returning token", (context.id,))
 
     hooks("robbed", robbed)
-    await queue.push(Probe(hook="robbed"))
-    worker = await queue.worker(concurrency=1, listen=False)
+    await client.dispatch(Probe(hook="robbed"))
+    worker = await client.worker(concurrency=1, listen=False)
 
     assert await finish(worker.run(max_jobs=1), "the job") == 1
 
@@ -353,7 +353,7 @@ async def test_refused_auto_ack_is_never_touched(queue: Queue, hooks: Any, dsn: 
 
 
 @pytest.mark.parametrize("error", [QueueLeaseError, QueuePayloadError])
-async def test_queue_error_raised_by_a_handler_is_a_handler_failure(queue: Queue, hooks: Any, dsn: str,
+async def test_queue_error_raised_by_a_handler_is_a_handler_failure(client: Client, hooks: Any, dsn: str,
                                                                      error: type[Exception]) -> None:
     attempts: list[int] = []
 
@@ -363,23 +363,23 @@ async def test_queue_error_raised_by_a_handler_is_a_handler_failure(queue: Queue
             raise error("made up by the handler")
 
     hooks("pretend", pretend)
-    await queue.push(Retrying(hook="pretend"))
+    await client.dispatch(Retrying(hook="pretend"))
 
-    assert await drain(queue) == 2  # retried like any other exception
+    assert await drain(client) == 2  # retried like any other exception
 
     assert attempts == [1, 2]
     assert await jobs(dsn) == []
     assert await failures(dsn) == []
 
 
-async def test_queue_error_raised_by_a_handler_fails_with_its_traceback(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_queue_error_raised_by_a_handler_fails_with_its_traceback(client: Client, hooks: Any, dsn: str) -> None:
     async def pretend(job: Probe, context: JobContext) -> None:
         raise QueueLeaseError("made up by the handler")
 
     hooks("pretend", pretend)
-    await queue.push(Once(hook="pretend"))
+    await client.dispatch(Once(hook="pretend"))
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     [failure] = await failures(dsn)
     assert (failure["reason"], failure["exception"]) == ("exception", "pgqueue.errors.QueueLeaseError")
@@ -402,10 +402,10 @@ async def _insert_raw(dsn: str, stored: Any) -> uuid.UUID:
     return job_id
 
 
-async def test_unknown_job_name_fails_without_retry(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_unknown_job_name_fails_without_retry(client: Client, hooks: Any, dsn: str) -> None:
     job_id = await _enqueue_raw(dsn, envelope(name="tests.worker:nobody-registered-this", tries=3))
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert await jobs(dsn) == []
     [failure] = await failures(dsn)
@@ -423,7 +423,7 @@ async def test_unknown_job_name_fails_without_retry(queue: Queue, hooks: Any, ds
     ({"id": str(uuid.uuid4()), "name": "tests.worker:probe", "args": {"hook": "h"}, "connection": "database",
       "queue": "default", "tries": 3, "timeout": 30, "backoff": {"kind": "fibonacci"}}, "backoff"),
 ], ids=["no-args", "not-an-object", "bad-timeout", "bad-backoff"])
-async def test_malformed_envelope_fails_as_payload_invalid(queue: Queue, hooks: Any, dsn: str, stored: Any,
+async def test_malformed_envelope_fails_as_payload_invalid(client: Client, hooks: Any, dsn: str, stored: Any,
                                                            named: str) -> None:
     ran: list[int] = []
 
@@ -433,7 +433,7 @@ async def test_malformed_envelope_fails_as_payload_invalid(queue: Queue, hooks: 
     hooks("h", record)
     job_id = await _insert_raw(dsn, stored)
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert ran == []
     assert await jobs(dsn) == []
@@ -445,7 +445,7 @@ async def test_malformed_envelope_fails_as_payload_invalid(queue: Queue, hooks: 
 
 @pytest.mark.parametrize("args", [{"hook": "h"}, {"hook": "h", "count": 1, "colour": "red"}],
                          ids=["missing", "unexpected"])
-async def test_args_that_do_not_fit_the_job_fail_as_payload_invalid(queue: Queue, hooks: Any, dsn: str,
+async def test_args_that_do_not_fit_the_job_fail_as_payload_invalid(client: Client, hooks: Any, dsn: str,
                                                                     args: dict[str, Any]) -> None:
     ran: list[int] = []
 
@@ -455,7 +455,7 @@ async def test_args_that_do_not_fit_the_job_fail_as_payload_invalid(queue: Queue
     hooks("h", record)
     job_id = await _enqueue_raw(dsn, envelope(name=NeedsArgs.name, args=args, tries=3))
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert ran == []
     [failure] = await failures(dsn)
@@ -464,7 +464,7 @@ async def test_args_that_do_not_fit_the_job_fail_as_payload_invalid(queue: Queue
 
 
 # ------------------------------------------------------------------------------ scope
-async def test_scope_wraps_each_execution(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_scope_wraps_each_execution(client: Client, hooks: Any, dsn: str) -> None:
     events: list[tuple[Any, ...]] = []
     current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("current", default=None)
 
@@ -484,10 +484,10 @@ async def test_scope_wraps_each_execution(queue: Queue, hooks: Any, dsn: str) ->
             raise RuntimeError("retry me")
 
     hooks("scoped", handle)
-    first = await queue.push(Retrying(hook="scoped", n=0))
-    second = await queue.push(Retrying(hook="scoped", n=1))
+    first = await client.dispatch(Retrying(hook="scoped", n=0))
+    second = await client.dispatch(Retrying(hook="scoped", n=1))
 
-    assert await drain(queue, scope=scope) == 3
+    assert await drain(client, scope=scope) == 3
 
     executions = [events[i:i + 3] for i in range(0, len(events), 3)]
     assert len(events) == 9
@@ -505,7 +505,7 @@ async def test_scope_wraps_each_execution(queue: Queue, hooks: Any, dsn: str) ->
 Decide = Callable[[JobContext, dict[str, Any]], Awaitable[None]]
 
 
-async def run_decision(queue: Queue, hooks: Any, decide: Decide, *, job: type[Probe] = Probe,
+async def run_decision(client: Client, hooks: Any, decide: Decide, *, job: type[Probe] = Probe,
                        ) -> tuple[uuid.UUID, dict[str, Any]]:
     """Run one job whose handler records the context's facts, then calls ``decide(context, seen)``."""
     seen: dict[str, Any] = {}
@@ -516,8 +516,8 @@ async def run_decision(queue: Queue, hooks: Any, decide: Decide, *, job: type[Pr
         await decide(context, seen)
 
     name = hooks(f"decide-{uuid.uuid4().hex[:6]}", handler)
-    job_id = await queue.push(job(hook=name))
-    await run_worker(queue)
+    job_id = await client.dispatch(job(hook=name))
+    await run_worker(client)
     return job_id, seen
 
 
@@ -529,7 +529,7 @@ async def after_decision(context: JobContext, seen: dict[str, Any]) -> None:
 
 async def second_decision(context: JobContext, seen: dict[str, Any]) -> None:
     errors = []
-    for attempt in (context.delete(), context.release(1.0), context.fail("again"), context.extend(30)):
+    for attempt in (context.ack(), context.release(1.0), context.fail("again"), context.extend(30)):
         try:
             await attempt
         except QueueLeaseError as exc:
@@ -553,25 +553,25 @@ async def on_other_connection(dsn: str, sql: str, *params: Any) -> list[Any]:
         return await cur.fetchall() if cur.description else []
 
 
-async def test_read_only_facts(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_read_only_facts(client: Client, hooks: Any, dsn: str) -> None:
     async def nothing(context: JobContext, seen: dict[str, Any]) -> None:
         return None
 
-    job_id, seen = await run_decision(queue, hooks, nothing)
+    job_id, seen = await run_decision(client, hooks, nothing)
     assert seen["id"] == job_id
     assert (seen["attempts"], seen["queue"], seen["connection"]) == (1, "default", "database")
     assert seen["finished_before"] is False
-    assert 0 < seen["lease_left"] <= 90  # the connection's retry_after
+    assert 0 < seen["lease_left"] <= 90  # the connection's lease
     assert seen["token"] > 0
     assert job_rows(dsn) == []  # no decision: acknowledged
 
 
 def test_facts_cannot_be_assigned() -> None:
     class Nothing:
-        async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+        async def ack(self, job_id: uuid.UUID, token: int) -> bool:
             return True
 
-    context = JobContext(job_id=uuid.uuid4(), token=1, attempts=2, max_tries=3, queue="q", connection="database",
+    context = JobContext(job_id=uuid.uuid4(), token=1, attempts=2, tries=3, queue="q", connection="database",
                          lease_seconds_left=10, decisions=Nothing())  # type: ignore[arg-type]
     for fact in ("id", "attempts", "queue", "connection", "finished", "failure", "lease_expires_in", "token"):
         with pytest.raises(AttributeError):
@@ -581,7 +581,7 @@ def test_facts_cannot_be_assigned() -> None:
     assert (context.attempts, context.queue, context.finished, context.failure) == (2, "q", False, None)
 
 
-async def test_attempts_count_up_across_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_attempts_count_up_across_retries(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
 
     async def flaky(context: JobContext, seen: dict[str, Any]) -> None:
@@ -589,17 +589,17 @@ async def test_attempts_count_up_across_retries(queue: Queue, hooks: Any, dsn: s
         if context.attempts < 3:
             raise RuntimeError("not yet")
 
-    await run_decision(queue, hooks, flaky, job=Retrying)  # tries=3, no backoff
+    await run_decision(client, hooks, flaky, job=Retrying)  # tries=3, no backoff
     assert attempts == [1, 2, 3]
     assert job_rows(dsn) == [] and failed_rows(dsn) == []
 
 
-async def test_release_puts_the_job_back_with_its_delay(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_release_puts_the_job_back_with_its_delay(client: Client, hooks: Any, dsn: str) -> None:
     async def release(context: JobContext, seen: dict[str, Any]) -> None:
         await context.release(delay=600)
         await after_decision(context, seen)
 
-    job_id, seen = await run_decision(queue, hooks, release)
+    job_id, seen = await run_decision(client, hooks, release)
     assert (seen["finished_after"], seen["decision"]) == (True, "released")
     [row] = job_rows(dsn)
     assert row["id"] == job_id and row["token"] is None and row["attempts"] == 1
@@ -607,23 +607,23 @@ async def test_release_puts_the_job_back_with_its_delay(queue: Queue, hooks: Any
     assert len(seen["second"]) == 4 and all("already released" in e for e in seen["second"])
 
 
-async def test_delete_removes_the_job(queue: Queue, hooks: Any, dsn: str) -> None:
-    async def delete(context: JobContext, seen: dict[str, Any]) -> None:
-        await context.delete()
+async def test_ack_removes_the_job(client: Client, hooks: Any, dsn: str) -> None:
+    async def ack(context: JobContext, seen: dict[str, Any]) -> None:
+        await context.ack()
         await after_decision(context, seen)
 
-    _, seen = await run_decision(queue, hooks, delete)
-    assert seen["decision"] == "deleted"
+    _, seen = await run_decision(client, hooks, ack)
+    assert seen["decision"] == "acked"
     assert job_rows(dsn) == [] and failed_rows(dsn) == []
-    assert all("already deleted" in e for e in seen["second"])
+    assert all("already acked" in e for e in seen["second"])
 
 
-async def test_fail_moves_the_job_to_failed_jobs_at_once(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_fail_moves_the_job_to_failed_jobs_at_once(client: Client, hooks: Any, dsn: str) -> None:
     async def fail(context: JobContext, seen: dict[str, Any]) -> None:
         await context.fail(ValueError(f"{context.id} is invalid"))
         await after_decision(context, seen)
 
-    job_id, seen = await run_decision(queue, hooks, fail)
+    job_id, seen = await run_decision(client, hooks, fail)
     assert seen["decision"] == "failed"
     assert isinstance(seen["failure"], ValueError)
     assert job_rows(dsn) == []
@@ -634,33 +634,33 @@ async def test_fail_moves_the_job_to_failed_jobs_at_once(queue: Queue, hooks: An
     assert all("already failed" in e for e in seen["second"])
 
 
-async def test_extend_renews_the_lease(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_extend_renews_the_lease(client: Client, hooks: Any, dsn: str) -> None:
     async def extend(context: JobContext, seen: dict[str, Any]) -> None:
         left = await context.extend(300)
         rows = await on_other_connection(
             dsn, "select extract(epoch from available_at - now()) from pgqueue.jobs where id = %s", context.id)
         seen.update(extended=left, lease_after=context.lease_expires_in, db_left=float(rows[0][0]))
 
-    _, seen = await run_decision(queue, hooks, extend)
+    _, seen = await run_decision(client, hooks, extend)
     assert 290 < seen["extended"] <= 300
     assert 280 < seen["lease_after"] <= 300
     assert 290 < seen["db_left"] <= 300  # the database clock agrees
     assert job_rows(dsn) == []  # returning afterwards still acknowledges
 
 
-async def test_a_decision_after_the_queue_was_cleared_is_refused(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_a_decision_after_the_queue_was_cleared_is_refused(client: Client, hooks: Any, dsn: str) -> None:
     async def fence_clear(context: JobContext, seen: dict[str, Any]) -> None:
         await on_other_connection(dsn, "select pgqueue.clear('default')")
-        await expect_lost(context, seen, context.delete())
+        await expect_lost(context, seen, context.ack())
 
-    _, seen = await run_decision(queue, hooks, fence_clear)
+    _, seen = await run_decision(client, hooks, fence_clear)
     assert seen["lost"] is not None and "lease was lost" in seen["lost"]
     assert (seen["decision"], seen["finished_after"]) == ("lost", True)
     assert all("already lost" in e for e in seen["second"])
     assert job_rows(dsn) == [] and failed_rows(dsn) == []
 
 
-async def test_a_decision_after_someone_else_reserved_the_job_is_refused(queue: Queue, hooks: Any,
+async def test_a_decision_after_someone_else_reserved_the_job_is_refused(client: Client, hooks: Any,
                                                                          dsn: str) -> None:
     async def fence_reserve(context: JobContext, seen: dict[str, Any]) -> None:
         # Expire the lease and let "another worker" reserve the job: its token replaces ours.
@@ -670,24 +670,24 @@ async def test_a_decision_after_someone_else_reserved_the_job_is_refused(queue: 
         seen["thief_token"] = rows[0][0]
         await expect_lost(context, seen, context.release(0))
 
-    job_id, seen = await run_decision(queue, hooks, fence_reserve)
+    job_id, seen = await run_decision(client, hooks, fence_reserve)
     assert seen["lost"] is not None and "refused" in seen["lost"]
     [row] = job_rows(dsn)  # nothing changed: the other holder still has it
     assert row["id"] == job_id and row["token"] == seen["thief_token"] != seen["token"]
     assert row["attempts"] == 2 and row["due_in"] > 30
 
 
-async def test_an_extend_the_fence_refuses_raises(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_an_extend_the_fence_refuses_raises(client: Client, hooks: Any, dsn: str) -> None:
     async def fence_extend(context: JobContext, seen: dict[str, Any]) -> None:
         await on_other_connection(dsn, "select pgqueue.clear('default')")
         await expect_lost(context, seen, context.extend(30))
 
-    _, seen = await run_decision(queue, hooks, fence_extend)
+    _, seen = await run_decision(client, hooks, fence_extend)
     assert seen["lost"] is not None and "extend refused" in seen["lost"]
 
 
 @pytest.mark.parametrize("fail_first", [True, False], ids=["race_fail_first", "race_release_first"])
-async def test_racing_fail_and_release_exactly_one_wins(queue: Queue, hooks: Any, dsn: str,
+async def test_racing_fail_and_release_exactly_one_wins(client: Client, hooks: Any, dsn: str,
                                                         fail_first: bool) -> None:
     async def race(context: JobContext, seen: dict[str, Any]) -> None:
         fail = context.fail(RuntimeError("fail won"))
@@ -696,7 +696,7 @@ async def test_racing_fail_and_release_exactly_one_wins(queue: Queue, hooks: Any
         results = await asyncio.gather(*(asyncio.create_task(r) for r in racers), return_exceptions=True)
         seen.update(race=[type(r).__name__ for r in results], decision=context.decision)
 
-    job_id, seen = await run_decision(queue, hooks, race)
+    job_id, seen = await run_decision(client, hooks, race)
     assert sorted(seen["race"]) == ["NoneType", "QueueLeaseError"]
     if seen["decision"] == "failed":
         assert job_rows(dsn) == [] and [f["job_id"] for f in failed_rows(dsn)] == [job_id]

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgqueue import Envelope, Job, JobContext, Queue, QueuePayloadError
+from pgqueue import Client, Envelope, Job, JobContext, QueuePayloadError
 from pgqueue.limits import MAX_ARGS_DEPTH
 from tests.worker_jobs import HOOKS, Probe
-from tests.worker_support import finish, hooks, queue, rows, scalar, settings_for
+from tests.worker_support import client, finish, hooks, rows, scalar, settings_for
 
-__all__ = ["hooks", "queue"]
+__all__ = ["client", "hooks"]
 
 PROBE = "tests.worker:probe"
 
@@ -56,9 +56,9 @@ def insert(dsn: str, envelopes: list[str]) -> list[uuid.UUID]:
         return [insert_sql(conn, text) for text in envelopes]
 
 
-async def drain(queue: Queue, **options: Any) -> int:
+async def drain(client: Client, **options: Any) -> int:
     """One polling worker, run until nothing is ready; every job of the tests fits in one batch."""
-    worker = await queue.worker(listen=False, concurrency=32, maintenance_interval=None, **options)
+    worker = await client.worker(listen=False, concurrency=32, maintenance_interval=None, **options)
     processed: int = await finish(worker.run(stop_when_empty=True), "the worker to drain the queue")
     return processed
 
@@ -80,17 +80,17 @@ def counting(ran: Counter[int]) -> Any:
 
 
 # ------------------------------------------------------------ item 1: the reproduction
-async def test_a_1100_deep_envelope_fails_alone_and_its_batch_runs(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_a_1100_deep_envelope_fails_alone_and_its_batch_runs(client: Client, hooks: Any, dsn: str) -> None:
     ran: Counter[int] = Counter()
     hooks("count", counting(ran))
-    await queue.push_many([Probe(hook="count", n=n) for n in range(3)])
+    await client.dispatch_many([Probe(hook="count", n=n) for n in range(3)])
     deep = ('{"id":"' + str(uuid.uuid4()) + '","name":"x:Y","args":{"a":' + "[" * 1100 + "1" + "]" * 1100
             + '},"connection":"database","queue":"default","priority":0,"tries":3,"timeout":2,'
               '"backoff":{"kind":"fixed","delays":[1]},"retry_until":null,"version":1}')
     [deep_id] = insert(dsn, [deep])
-    await queue.push_many([Probe(hook="count", n=n) for n in range(3, 6)])
+    await client.dispatch_many([Probe(hook="count", n=n) for n in range(3, 6)])
 
-    assert await drain(queue) == 7
+    assert await drain(client) == 7
 
     assert ran == Counter(range(6))
     assert await live_jobs(dsn) == 0
@@ -99,13 +99,13 @@ async def test_a_1100_deep_envelope_fails_alone_and_its_batch_runs(queue: Queue,
     assert "deep" in failure["message"]
 
 
-async def test_the_worker_keeps_serving_after_a_deep_envelope(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_the_worker_keeps_serving_after_a_deep_envelope(client: Client, hooks: Any, dsn: str) -> None:
     ran: Counter[int] = Counter()
     hooks("count", counting(ran))
-    worker = await queue.worker(listen=False, concurrency=4, poll_interval=0.05, maintenance_interval=None)
+    worker = await client.worker(listen=False, concurrency=4, poll_interval=0.05, maintenance_interval=None)
     task = asyncio.create_task(worker.run(max_jobs=2))
     insert(dsn, [render(good_envelope(args={"hook": "count", "n": 0, "x": Raw.deep(2000)}))])
-    await queue.push(Probe(hook="count", n=1))
+    await client.dispatch(Probe(hook="count", n=1))
 
     assert await finish(task, "the worker to take both jobs") == 2
     assert ran == Counter({1: 1})
@@ -179,12 +179,12 @@ def render(data: Any) -> str:
     ({"id": 5}, "'id'"),
 ], ids=lambda v: str(v)[:40])
 async def test_an_invalid_field_fails_the_first_attempt_naming_the_field(
-        queue: Queue, hooks: Any, dsn: str, changes: dict[str, Any], field: str) -> None:
+        client: Client, hooks: Any, dsn: str, changes: dict[str, Any], field: str) -> None:
     ran: Counter[int] = Counter()
     hooks("count", counting(ran))
     [job_id] = insert(dsn, [render(good_envelope(**changes))])
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert ran == Counter()
     [failure] = await failures(dsn)
@@ -206,12 +206,12 @@ class Holder(Job):
 HELD: list[Any] = []
 
 
-async def test_args_at_the_depth_limit_still_run(queue: Queue, dsn: str) -> None:
+async def test_args_at_the_depth_limit_still_run(client: Client, dsn: str) -> None:
     HELD.clear()
     # The args object is level 1, so a value nested MAX_ARGS_DEPTH - 1 levels fills it exactly.
     insert(dsn, [json.dumps(good_envelope(name=Holder.name, args={"data": nested(MAX_ARGS_DEPTH - 1)}))])
 
-    assert await drain(queue) == 1
+    assert await drain(client) == 1
 
     assert [nested(MAX_ARGS_DEPTH - 1)] == HELD
     assert await failures(dsn) == []
@@ -309,8 +309,8 @@ async def _malformed_batch(dsn: str, batch: list[str | None]) -> None:
                     good.append(n)
                 else:
                     bad.append(insert_sql(conn, text))
-        async with Queue(settings=settings_for(dsn)) as queue:
-            assert await drain(queue) == len(batch)
+        async with Client(settings=settings_for(dsn)) as client:
+            assert await drain(client) == len(batch)
         assert ran == Counter(good), "every good job runs exactly once"
         assert await live_jobs(dsn) == 0
         failed = await failures(dsn)

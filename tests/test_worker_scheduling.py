@@ -7,14 +7,14 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from pgqueue import JobContext, Queue, Worker
+from pgqueue import Client, JobContext, Worker
 from tests.worker_jobs import Patient, Probe, Retrying
-from tests.worker_support import Runs, failures, finish, hooks, jobs, queue, runs, scalar, settings_for, wait_event
+from tests.worker_support import Runs, client, failures, finish, hooks, jobs, runs, scalar, settings_for, wait_event
 
-__all__ = ["hooks", "queue", "runs"]
+__all__ = ["client", "hooks", "runs"]
 
 
-async def test_high_queue_drains_before_default(queue: Queue, hooks: Any) -> None:
+async def test_high_queue_drains_before_default(client: Client, hooks: Any) -> None:
     order: list[tuple[str, int]] = []
 
     async def record(job: Probe, context: JobContext) -> None:
@@ -22,10 +22,10 @@ async def test_high_queue_drains_before_default(queue: Queue, hooks: Any) -> Non
 
     hooks("order", record)
     for n in range(3):
-        await queue.push(Probe(hook="order", n=n), queue="default")
+        await client.dispatch(Probe(hook="order", n=n), queue="default")
     for n in range(10, 13):
-        await queue.push(Probe(hook="order", n=n), queue="high")
-    worker = await queue.worker(queues=("high", "default"), concurrency=1, listen=False)
+        await client.dispatch(Probe(hook="order", n=n), queue="high")
+    worker = await client.worker(queues=("high", "default"), concurrency=1, listen=False)
 
     processed = await finish(worker.run(stop_when_empty=True), "the worker to drain both queues")
 
@@ -33,24 +33,24 @@ async def test_high_queue_drains_before_default(queue: Queue, hooks: Any) -> Non
     assert order == [("high", 10), ("high", 11), ("high", 12), ("default", 0), ("default", 1), ("default", 2)]
 
 
-async def test_high_job_arriving_meanwhile_runs_before_the_rest_of_default(queue: Queue, hooks: Any) -> None:
+async def test_high_job_arriving_meanwhile_runs_before_the_rest_of_default(client: Client, hooks: Any) -> None:
     order: list[tuple[str, int]] = []
 
     async def record(job: Probe, context: JobContext) -> None:
         order.append((context.queue, job.n))
         if job.n == 0:
-            await queue.push(Probe(hook="order", n=100), queue="high")
+            await client.dispatch(Probe(hook="order", n=100), queue="high")
 
     hooks("order", record)
     for n in range(3):
-        await queue.push(Probe(hook="order", n=n), queue="default")
-    worker = await queue.worker(queues=("high", "default"), concurrency=1, listen=False)
+        await client.dispatch(Probe(hook="order", n=n), queue="default")
+    worker = await client.worker(queues=("high", "default"), concurrency=1, listen=False)
 
     assert await finish(worker.run(stop_when_empty=True), "the worker to drain both queues") == 4
     assert order == [("default", 0), ("high", 100), ("default", 1), ("default", 2)]
 
 
-async def test_no_more_handlers_run_at_once_than_the_concurrency(queue: Queue, hooks: Any, runs: Runs,
+async def test_no_more_handlers_run_at_once_than_the_concurrency(client: Client, hooks: Any, runs: Runs,
                                                                   dsn: str) -> None:
     concurrency = 3
     running = peak = 0
@@ -71,8 +71,8 @@ async def test_no_more_handlers_run_at_once_than_the_concurrency(queue: Queue, h
             running -= 1
 
     hooks("hold", hold)
-    await queue.push_many([Probe(hook="hold", n=n) for n in range(10)])
-    worker = await queue.worker(concurrency=concurrency, listen=False)
+    await client.dispatch_many([Probe(hook="hold", n=n) for n in range(10)])
+    worker = await client.worker(concurrency=concurrency, listen=False)
     task = runs.start(worker, stop_when_empty=True)
 
     await wait_event(full, f"{concurrency} handlers to run at once")
@@ -94,7 +94,7 @@ async def start_idle_listening(runs: Runs, worker: Worker) -> asyncio.Task[int]:
     return task
 
 
-async def test_idle_worker_wakes_on_notify_without_waiting_for_the_poll(queue: Queue, hooks: Any,
+async def test_idle_worker_wakes_on_notify_without_waiting_for_the_poll(client: Client, hooks: Any,
                                                                         runs: Runs) -> None:
     ran = asyncio.Event()
 
@@ -102,17 +102,17 @@ async def test_idle_worker_wakes_on_notify_without_waiting_for_the_poll(queue: Q
         ran.set()
 
     hooks("mark", mark)
-    worker = await queue.worker(concurrency=2, poll_interval=600)
+    worker = await client.worker(concurrency=2, poll_interval=600)
     task = await start_idle_listening(runs, worker)
 
-    await queue.push(Probe(hook="mark"))
+    await client.dispatch(Probe(hook="mark"))
 
     await wait_event(ran, "the job to run: an idle worker must wake on NOTIFY (its poll interval is 600 s)")
     worker.stop()
     assert await finish(task, "the worker to stop") == 1
 
 
-async def test_delayed_job_runs_once_due_and_not_before(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_delayed_job_runs_once_due_and_not_before(client: Client, hooks: Any, dsn: str) -> None:
     seen: dict[str, Any] = {}
 
     async def stamp(job: Probe, context: JobContext) -> None:
@@ -120,10 +120,10 @@ async def test_delayed_job_runs_once_due_and_not_before(queue: Queue, hooks: Any
         seen["clock"] = await scalar(dsn, "select clock_timestamp()")
 
     hooks("stamp", stamp)
-    job_id = await queue.push(Probe(hook="stamp"), delay=0.5)
+    job_id = await client.dispatch(Probe(hook="stamp"), delay=0.5)
     due = await scalar(dsn, "select available_at from pgqueue.jobs where id = %s", (job_id,))
     # No NOTIFY for a delayed job and a 10-minute poll: only sleeping until it is due can run it.
-    worker = await queue.worker(concurrency=1, listen=False, poll_interval=600)
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600)
 
     assert await finish(worker.run(max_jobs=1), "the delayed job to run once due") == 1
 
@@ -132,7 +132,7 @@ async def test_delayed_job_runs_once_due_and_not_before(queue: Queue, hooks: Any
     assert await jobs(dsn) == []
 
 
-async def test_delayed_job_enqueued_to_an_idle_worker_runs_once_due(queue: Queue, hooks: Any, runs: Runs,
+async def test_delayed_job_enqueued_to_an_idle_worker_runs_once_due(client: Client, hooks: Any, runs: Runs,
                                                                      dsn: str) -> None:
     seen: dict[str, Any] = {}
     ran = asyncio.Event()
@@ -142,10 +142,10 @@ async def test_delayed_job_enqueued_to_an_idle_worker_runs_once_due(queue: Queue
         ran.set()
 
     hooks("stamp", stamp)
-    worker = await queue.worker(concurrency=1, poll_interval=600)
+    worker = await client.worker(concurrency=1, poll_interval=600)
     task = await start_idle_listening(runs, worker)
 
-    job_id = await queue.push(Probe(hook="stamp"), delay=0.3)
+    job_id = await client.dispatch(Probe(hook="stamp"), delay=0.3)
     due = await scalar(dsn, "select available_at from pgqueue.jobs where id = %s", (job_id,))
 
     await wait_event(ran, "the delayed job to run once due (the worker was idle with a 600 s poll)")
@@ -154,35 +154,35 @@ async def test_delayed_job_enqueued_to_an_idle_worker_runs_once_due(queue: Queue
     assert await finish(task, "the worker to stop") == 1
 
 
-async def test_max_jobs_counts_failed_attempts_and_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_max_jobs_counts_failed_attempts_and_retries(client: Client, hooks: Any, dsn: str) -> None:
     async def boom(job: Probe, context: JobContext) -> None:
         raise RuntimeError(f"attempt {context.attempts}")
 
     hooks("boom", boom)
-    job_id = await queue.push(Retrying(hook="boom"))
+    job_id = await client.dispatch(Retrying(hook="boom"))
 
-    first = await queue.worker(concurrency=1, listen=False)
+    first = await client.worker(concurrency=1, listen=False)
     assert await finish(first.run(max_jobs=2), "two reservations") == 2
     assert first.stats.retried == 2
     [row] = await jobs(dsn)
     assert (row["id"], row["attempts"], row["token"]) == (job_id, 2, None)
 
-    second = await queue.worker(concurrency=1, listen=False)
+    second = await client.worker(concurrency=1, listen=False)
     assert await finish(second.run(max_jobs=5, stop_when_empty=True), "the last attempt") == 1
     assert await jobs(dsn) == []
     [failure] = await failures(dsn)
     assert (failure["job_id"], failure["attempts"], failure["reason"]) == (job_id, 3, "exception")
 
 
-async def test_max_jobs_leaves_the_rest_untouched(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_max_jobs_leaves_the_rest_untouched(client: Client, hooks: Any, dsn: str) -> None:
     ran: list[int] = []
 
     async def record(job: Probe, context: JobContext) -> None:
         ran.append(job.n)
 
     hooks("record", record)
-    await queue.push_many([Probe(hook="record", n=n) for n in range(5)])
-    worker = await queue.worker(concurrency=4, listen=False)
+    await client.dispatch_many([Probe(hook="record", n=n) for n in range(5)])
+    worker = await client.worker(concurrency=4, listen=False)
 
     assert await finish(worker.run(max_jobs=3), "three jobs") == 3
 
@@ -192,16 +192,16 @@ async def test_max_jobs_leaves_the_rest_untouched(queue: Queue, hooks: Any, dsn:
     assert all(r["attempts"] == 0 and r["token"] is None for r in left)
 
 
-async def test_stop_when_empty_returns_with_delayed_jobs_remaining(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_stop_when_empty_returns_with_delayed_jobs_remaining(client: Client, hooks: Any, dsn: str) -> None:
     ran: list[int] = []
 
     async def record(job: Probe, context: JobContext) -> None:
         ran.append(job.n)
 
     hooks("record", record)
-    await queue.push_many([Probe(hook="record", n=n) for n in range(2)])
-    delayed_id = await queue.push(Probe(hook="record", n=99), delay=3600)
-    worker = await queue.worker(concurrency=2, listen=False, poll_interval=600)
+    await client.dispatch_many([Probe(hook="record", n=n) for n in range(2)])
+    delayed_id = await client.dispatch(Probe(hook="record", n=99), delay=3600)
+    worker = await client.worker(concurrency=2, listen=False, poll_interval=600)
 
     assert await finish(worker.run(stop_when_empty=True), "the ready jobs") == 2
 
@@ -211,7 +211,7 @@ async def test_stop_when_empty_returns_with_delayed_jobs_remaining(queue: Queue,
     assert row["due_in"] > 3000
 
 
-async def test_stop_when_empty_waits_for_immediate_retries(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_stop_when_empty_waits_for_immediate_retries(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
 
     async def fail_twice(job: Probe, context: JobContext) -> None:
@@ -220,8 +220,8 @@ async def test_stop_when_empty_waits_for_immediate_retries(queue: Queue, hooks: 
             raise RuntimeError("not yet")
 
     hooks("twice", fail_twice)
-    await queue.push(Retrying(hook="twice"))
-    worker = await queue.worker(concurrency=2, listen=False)
+    await client.dispatch(Retrying(hook="twice"))
+    worker = await client.worker(concurrency=2, listen=False)
 
     assert await finish(worker.run(stop_when_empty=True), "the job and its retries") == 3
     assert attempts == [1, 2, 3]
@@ -229,13 +229,13 @@ async def test_stop_when_empty_waits_for_immediate_retries(queue: Queue, hooks: 
     assert await failures(dsn) == []
 
 
-async def test_stop_when_empty_does_not_wait_for_a_delayed_retry(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_stop_when_empty_does_not_wait_for_a_delayed_retry(client: Client, hooks: Any, dsn: str) -> None:
     async def boom(job: Probe, context: JobContext) -> None:
         raise RuntimeError("later")
 
     hooks("boom", boom)
-    job_id = await queue.push(Patient(hook="boom"))
-    worker = await queue.worker(concurrency=1, listen=False, poll_interval=600)
+    job_id = await client.dispatch(Patient(hook="boom"))
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600)
 
     assert await finish(worker.run(stop_when_empty=True), "the first attempt") == 1
     [row] = await jobs(dsn)
@@ -256,11 +256,11 @@ async def test_a_worker_listens_on_its_own_connections_database(dsn: str, empty_
         ran.set()
 
     hooks("mark", mark)
-    async with Queue(settings=settings) as queue:
-        worker = await queue.worker("other", concurrency=1, poll_interval=600, maintenance_interval=None)
+    async with Client(settings=settings) as client:
+        worker = await client.worker("other", concurrency=1, poll_interval=600, maintenance_interval=None)
         task = await start_idle_listening(runs, worker)
 
-        await queue.push(Probe(hook="mark"), connection="other")
+        await client.dispatch(Probe(hook="mark"), connection="other")
 
         await wait_event(ran, "the job to run: the worker must LISTEN on connection 'other''s database")
         worker.stop()

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from pgqueue import JobContext, Queue, Worker
+from pgqueue import Client, JobContext, Worker
 from tests.worker_jobs import Probe
-from tests.worker_support import Runs, finish, hooks, jobs, queue, runs, wait_event
+from tests.worker_support import Runs, client, finish, hooks, jobs, runs, wait_event
 
-__all__ = ["hooks", "queue", "runs"]
+__all__ = ["client", "hooks", "runs"]
 
 
 class Held:
@@ -33,11 +33,11 @@ class Held:
         self.finished.append(job.n)
 
 
-async def _start_held(queue: Queue, hooks: Any, runs: Runs) -> tuple[Worker, asyncio.Task[int], Held]:
+async def _start_held(client: Client, hooks: Any, runs: Runs) -> tuple[Worker, asyncio.Task[int], Held]:
     held = Held(expected=2)
     hooks("held", held)
-    await queue.push_many([Probe(hook="held", n=n) for n in range(5)])
-    worker = await queue.worker(concurrency=2, listen=False)
+    await client.dispatch_many([Probe(hook="held", n=n) for n in range(5)])
+    worker = await client.worker(concurrency=2, listen=False)
     task = runs.start(worker)
     await wait_event(held.all_started, "two handlers to start")
     return worker, task, held
@@ -52,9 +52,9 @@ async def _assert_drained(dsn: str, held: Held) -> None:
     assert not {r["envelope"]["args"]["n"] for r in left} & set(held.started), "a finished job was not acknowledged"
 
 
-async def test_stop_lets_running_handlers_finish_and_reserves_nothing_new(queue: Queue, hooks: Any, runs: Runs,
+async def test_stop_lets_running_handlers_finish_and_reserves_nothing_new(client: Client, hooks: Any, runs: Runs,
                                                                          dsn: str) -> None:
-    worker, task, held = await _start_held(queue, hooks, runs)
+    worker, task, held = await _start_held(client, hooks, runs)
 
     worker.stop()
     held.gate.set()
@@ -63,8 +63,8 @@ async def test_stop_lets_running_handlers_finish_and_reserves_nothing_new(queue:
     await _assert_drained(dsn, held)
 
 
-async def test_cancelling_run_drains_the_same_way(queue: Queue, hooks: Any, runs: Runs, dsn: str) -> None:
-    _, task, held = await _start_held(queue, hooks, runs)
+async def test_cancelling_run_drains_the_same_way(client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
+    _, task, held = await _start_held(client, hooks, runs)
 
     task.cancel()
     held.gate.set()
@@ -74,7 +74,7 @@ async def test_cancelling_run_drains_the_same_way(queue: Queue, hooks: Any, runs
     await _assert_drained(dsn, held)
 
 
-async def test_stop_hands_back_jobs_reserved_but_not_started(queue: Queue, hooks: Any, dsn: str) -> None:
+async def test_stop_hands_back_jobs_reserved_but_not_started(client: Client, hooks: Any, dsn: str) -> None:
     ran: list[int] = []
     worker: Worker | None = None
 
@@ -84,8 +84,8 @@ async def test_stop_hands_back_jobs_reserved_but_not_started(queue: Queue, hooks
         worker.stop()  # before any await: the batch's other jobs have not started yet
 
     hooks("stop_first", stop_first)
-    await queue.push_many([Probe(hook="stop_first", n=n) for n in range(3)])
-    worker = await queue.worker(concurrency=3, listen=False)
+    await client.dispatch_many([Probe(hook="stop_first", n=n) for n in range(3)])
+    worker = await client.worker(concurrency=3, listen=False)
 
     await finish(worker.run(), "run() to return after stop()")
 
@@ -96,9 +96,9 @@ async def test_stop_hands_back_jobs_reserved_but_not_started(queue: Queue, hooks
     assert all(r["token"] is None and r["attempts"] == 0 and r["due_in"] <= 0 for r in left)
 
 
-async def test_stop_with_cancel_running_releases_the_running_jobs(queue: Queue, hooks: Any, runs: Runs,
+async def test_stop_with_cancel_running_releases_the_running_jobs(client: Client, hooks: Any, runs: Runs,
                                                                   dsn: str) -> None:
-    worker, task, held = await _start_held(queue, hooks, runs)
+    worker, task, held = await _start_held(client, hooks, runs)
 
     worker.stop(cancel_running=True)
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import psycopg
 
-from pgqueue import Job, JobContext, Queue, job
+from pgqueue import Client, Job, JobContext, job
 from pgqueue.context import SyncJobContext
 from tests.worker_jobs import Probe
 from tests.worker_support import failures, finish, hooks, jobs, rows, settings_for, wait_event, wait_until
 
 __all__ = ["hooks"]
 
-SHORT_LEASE = {"retry_after": 4.0, "lease_margin": 1.0, "timeout": 20.0}
+SHORT_LEASE = {"lease": 4.0, "lease_margin": 1.0, "timeout": 20.0}
 
 #: What the sync handlers below see and do, per test.
 STATE: dict[str, Any] = {}
@@ -69,9 +69,9 @@ async def test_blocking_sync_handlers_delay_neither_async_jobs_nor_the_heartbeat
         woke.set()
 
     hooks("wake", wake)
-    async with Queue(settings=settings_for(dsn, **SHORT_LEASE)) as queue:
-        ids = await queue.push_many([Blocking(n=n) for n in range(4)])
-        worker = await queue.worker(concurrency=6, threads=4, poll_interval=600, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn, **SHORT_LEASE)) as client:
+        ids = await client.dispatch_many([Blocking(n=n) for n in range(4)])
+        worker = await client.worker(concurrency=6, threads=4, poll_interval=600, maintenance_interval=None)
         task = asyncio.create_task(worker.run())
         try:
             await wait_event(four_started, "four sync handlers to block in their threads")
@@ -79,14 +79,14 @@ async def test_blocking_sync_handlers_delay_neither_async_jobs_nor_the_heartbeat
             reserved = {r["id"]: r["available_at"] for r in await jobs(dsn)}
 
             # An async job dispatched now wakes the worker (NOTIFY) and runs while all four block.
-            await queue.push(Probe(hook="wake"))
+            await client.dispatch(Probe(hook="wake"))
             await wait_event(woke, "the async job to run beside four blocked sync handlers")
             # The heartbeat renews the four blocked handlers' leases meanwhile.
             await wait_until(lambda: _all_renewed(dsn, reserved), "the heartbeat to renew the blocked jobs' leases")
             assert not STATE["release"].is_set()
         finally:
             STATE["release"].set()
-        await wait_until(lambda: worker.stats.succeeded == 5, "the four sync handlers to finish")
+        await wait_until(lambda: worker.stats.acked == 5, "the four sync handlers to finish")
         worker.stop()
         assert await finish(task, "the worker to stop") == 5
 
@@ -102,9 +102,9 @@ async def _all_renewed(dsn: str, reserved: dict[uuid.UUID, Any]) -> bool:
 
 
 async def test_a_sync_function_job_decides_through_the_blocking_context(dsn: str) -> None:
-    async with Queue(settings=settings_for(dsn)) as queue:
-        job_id = await fails_itself(reason="no such customer").dispatch(using=queue)
-        worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn)) as client:
+        job_id = await fails_itself(reason="no such customer").dispatch(using=client)
+        worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
         assert await finish(worker.run(stop_when_empty=True), "the job") == 1
 
     assert STATE["loop_thread"] != threading.get_ident()
@@ -117,9 +117,9 @@ async def test_a_sync_function_job_decides_through_the_blocking_context(dsn: str
 async def test_a_sync_handler_past_its_timeout_sees_cancelled(dsn: str) -> None:
     saw = threading.Event()
     STATE["saw_cancelled"] = saw
-    async with Queue(settings=settings_for(dsn)) as queue:
-        await polls_cancelled().dispatch(using=queue)
-        worker = await queue.worker(concurrency=1, listen=False, maintenance_interval=None)
+    async with Client(settings=settings_for(dsn)) as client:
+        await polls_cancelled().dispatch(using=client)
+        worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
         assert await finish(worker.run(stop_when_empty=True), "the job") == 1
     assert await finish(asyncio.to_thread(saw.wait, 30), "the thread to see context.cancelled")
     [failure] = await failures(dsn)
@@ -128,12 +128,12 @@ async def test_a_sync_handler_past_its_timeout_sees_cancelled(dsn: str) -> None:
 
 
 async def test_a_sync_handlers_context_refuses_to_block_the_event_loop(dsn: str) -> None:
-    async with Queue(settings=settings_for(dsn)) as queue:
-        await queue.push(Probe(hook="unused"))
+    async with Client(settings=settings_for(dsn)) as client:
+        await client.dispatch(Probe(hook="unused"))
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             cur = await conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)")
             [(job_id, token)] = await cur.fetchall()
-    context = JobContext(job_id=job_id, token=token, attempts=1, max_tries=3, queue="default",
+    context = JobContext(job_id=job_id, token=token, attempts=1, tries=3, queue="default",
                          connection="database", lease_seconds_left=60, decisions=_NoDecisions())
     facade = SyncJobContext(context, asyncio.get_running_loop())
     try:
@@ -146,7 +146,7 @@ async def test_a_sync_handlers_context_refuses_to_block_the_event_loop(dsn: str)
 
 
 class _NoDecisions:
-    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+    async def ack(self, job_id: uuid.UUID, token: int) -> bool:
         return True
 
     async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:

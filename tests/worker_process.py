@@ -1,6 +1,6 @@
 """A worker process for the worker tests: ``python -m tests.worker_process --dsn ...``.
 
-Builds a Queue on ``--dsn`` (no pyproject.toml, no environment), imports the test jobs,
+Builds a Client on ``--dsn`` (no pyproject.toml, no environment), imports the test jobs,
 installs the SIGINT/SIGTERM handlers and runs one worker until it is stopped. Prints the
 number of reservations processed on exit. Logs go to stderr at INFO, so a test can see
 when the worker took a signal.
@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests import worker_jobs  # noqa: F401  (registers the job types)
 from tests.worker_support import settings_for
 
@@ -22,9 +22,9 @@ async def main(args: argparse.Namespace) -> int:
     overrides: dict[str, float] = {} if args.lease_margin is None else {"lease_margin": args.lease_margin}
     if args.timeout is not None:
         overrides["timeout"] = args.timeout
-    async with Queue(settings=settings_for(args.dsn, **overrides)) as queue:
-        worker = await queue.worker(queues=args.queues.split(","), concurrency=args.concurrency,
-                                    retry_after=args.retry_after, poll_interval=args.poll_interval)
+    async with Client(settings=settings_for(args.dsn, **overrides)) as client:
+        worker = await client.worker(queues=args.queues.split(","), concurrency=args.concurrency,
+                                    lease=args.lease, poll_interval=args.poll_interval)
         worker.install_signal_handlers()
         processed = await worker.run()
     print(processed, flush=True)
@@ -36,7 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--queues", default="default")
     parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--retry-after", type=float, default=None)
+    parser.add_argument("--lease", type=float, default=None)
     parser.add_argument("--lease-margin", type=float, default=None)
     parser.add_argument("--timeout", type=float, default=None, help="the connection's job timeout")
     parser.add_argument("--poll-interval", type=float, default=5.0)

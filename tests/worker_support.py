@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from pgqueue import Queue, Settings, Worker, load_settings
+from pgqueue import Client, Settings, Worker, load_settings
 from tests.worker_jobs import HOOKS, LEDGER_DDL, Hook
 
 NO_PYPROJECT = Path("/nonexistent/pyproject.toml")
@@ -29,7 +29,7 @@ DEADLINE = 30.0
 
 def settings_for(dsn: str, **database: Any) -> Settings:
     """Settings with only ``dsn`` configured (no pyproject.toml, no environment); keyword
-    arguments override fields of the ``database`` connection (retry_after, lease_margin, ...)."""
+    arguments override fields of the ``database`` connection (lease, lease_margin, ...)."""
     settings = load_settings(NO_PYPROJECT, dsn=dsn, environ={})
     if not database:
         return settings
@@ -39,9 +39,9 @@ def settings_for(dsn: str, **database: Any) -> Settings:
 
 
 @pytest.fixture
-async def queue(dsn: str) -> AsyncIterator[Queue]:
-    """An open Queue on the test's own migrated database."""
-    q = Queue(settings=settings_for(dsn))
+async def client(dsn: str) -> AsyncIterator[Client]:
+    """An open Client on the test's own migrated database."""
+    q = Client(settings=settings_for(dsn))
     await q.open()
     try:
         yield q

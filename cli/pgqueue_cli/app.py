@@ -155,8 +155,8 @@ def queue_work(
     apps: Apps = None,
     timeout: Annotated[float | None, typer.Option(
         "--timeout", help="Cap on every job's timeout, in seconds.")] = None,
-    retry_after: Annotated[float | None, typer.Option(
-        "--retry-after", help="Lease in seconds (default: the connection's retry_after).")] = None,
+    lease: Annotated[float | None, typer.Option(
+        "--lease", help="Lease in seconds (default: the connection's lease).")] = None,
     poll_interval: Annotated[float, typer.Option(
         "--poll-interval", help="Longest idle sleep without a notification, in seconds.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option(
@@ -190,7 +190,7 @@ def queue_work(
     right after it starts.
     """
     configure_logging(verbose)
-    for value, what in ((timeout, "--timeout"), (retry_after, "--retry-after"), (poll_interval, "--poll-interval")):
+    for value, what in ((timeout, "--timeout"), (lease, "--lease"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
             fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
     if not 0 <= drain_timeout < math.inf:
@@ -210,15 +210,15 @@ def queue_work(
         raise typer.Exit(code)
     supervisor.follow_supervisor()
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
-                      dict(timeout=timeout, retry_after=retry_after, poll_interval=poll_interval,
+                      dict(timeout=timeout, lease=lease, poll_interval=poll_interval,
                            drain_timeout=drain_timeout, listen=listen,
                            maintenance_interval=maintenance_interval)))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
                 max_jobs: int | None, modules: list[str], options: dict[str, float | bool | None]) -> None:
-    async with found.queue() as queue:
-        worker = await queue.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
+    async with found.client() as client:
+        worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
         worker.install_signal_handlers()
         logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
                     "%d jobs registered%s, lease %gs", found.connection.name, found.describe(),
@@ -227,8 +227,8 @@ async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_
         started = time.monotonic()
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
         s = worker.stats
-        logger.info("pgqueue: worker stopped after %.1fs: %d reservations processed, %d succeeded, %d retried, "
-                    "%d failed, %d leases lost, %d vacuums", time.monotonic() - started, processed, s.succeeded,
+        logger.info("pgqueue: worker stopped after %.1fs: %d reservations processed, %d acked, %d retried, "
+                    "%d failed, %d leases lost, %d vacuums", time.monotonic() - started, processed, s.acked,
                     s.retried, s.failed, s.lost, s.vacuums)
 
 
@@ -251,8 +251,8 @@ def queue_failed(
 
 
 async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | None, limit: int, as_json: bool) -> str:
-    async with found.queue() as queue:
-        repo = await queue.failed(found.connection.name)
+    async with found.client() as client:
+        repo = await client.failed(found.connection.name)
         if wanted is not None:
             failure = await repo.find(wanted)
             if failure is None:
@@ -294,16 +294,16 @@ def queue_retry(
 
 
 async def _retry(found: Target, wanted: list[uuid.UUID], retry_all: bool, queue_name: str | None) -> bool:
-    async with found.queue() as queue:
+    async with found.client() as client:
         if retry_all:
-            count = await queue.retry_failed_all(queue_name, connection=found.connection.name)
+            count = await client.retry_failed_all(queue_name, connection=found.connection.name)
             where = f" of queue {queue_name!r}" if queue_name else ""
             typer.echo(f"retried {count} failed job{'s' if count != 1 else ''}{where}")
             return True
         ok = True
         for failure_id in wanted:
             try:
-                job_id = await queue.retry_failed(failure_id, connection=found.connection.name)
+                job_id = await client.retry_failed(failure_id, connection=found.connection.name)
             except pgqueue.QueueRetryError as exc:
                 err(f"pgqueue: error: {one_line(exc)}")
                 ok = False
@@ -324,8 +324,8 @@ def queue_forget(
     found = target(dsn)
 
     async def forget() -> bool:
-        async with found.queue() as queue:
-            return await (await queue.failed(found.connection.name)).forget(wanted)
+        async with found.client() as client:
+            return await (await client.failed(found.connection.name)).forget(wanted)
 
     if not asyncio.run(forget()):
         fail(f"no failed job with id {wanted} (list them with `pgqueue queue:failed`)")
@@ -360,8 +360,8 @@ def queue_prune_failed(
 
 
 async def _flush(found: Target, queue_name: str | None, hours: float | None) -> int:
-    async with found.queue() as queue:
-        repo = await queue.failed(found.connection.name)
+    async with found.client() as client:
+        repo = await client.failed(found.connection.name)
         return await repo.flush(queue=queue_name, older_than_hours=hours)
 
 
@@ -396,9 +396,9 @@ def queue_clear(
 
 
 async def _clear(found: Target, name: str) -> tuple[int, int]:
-    async with found.queue() as queue:
-        before = {s.queue: s for s in await queue.stats(found.connection.name)}
-        removed = await queue.clear(name, connection=found.connection.name)
+    async with found.client() as client:
+        before = {s.queue: s for s in await client.stats(found.connection.name)}
+        removed = await client.clear(name, connection=found.connection.name)
     stats = before.get(name)
     return (stats.reserved + stats.expired if stats else 0), removed
 
@@ -439,9 +439,9 @@ def queue_cancel(
 
     async def cancel() -> bool:
         ok = True
-        async with found.queue() as queue:
+        async with found.client() as client:
             for job_id in wanted:
-                outcome = await queue.cancel(job_id, connection=found.connection.name)
+                outcome = await client.cancel(job_id, connection=found.connection.name)
                 if outcome in _CANCELLED:
                     typer.echo(_CANCELLED[outcome].format(id=job_id))
                 else:
@@ -462,7 +462,7 @@ def queue_pause(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> None
     found = target(dsn)
 
     async def pause() -> bool:
-        async with found.queue() as q:
+        async with found.client() as q:
             return await q.pause(queue, connection=found.connection.name)
 
     changed = asyncio.run(pause())
@@ -476,7 +476,7 @@ def queue_resume(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> Non
     found = target(dsn)
 
     async def resume() -> bool:
-        async with found.queue() as q:
+        async with found.client() as q:
             return await q.resume(queue, connection=found.connection.name)
 
     changed = asyncio.run(resume())
@@ -507,7 +507,7 @@ def queue_limit(
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
-        async with found.queue() as q:
+        async with found.client() as q:
             name = found.connection.name
             current = {c.queue: c for c in await q.controls(name)}.get(queue)
             if clear or concurrency is not None or rate_limit is not None:
@@ -545,9 +545,9 @@ def queue_status(
 
 async def _status(found: Target, watch: bool, interval: float) -> None:
     tty = sys.stdout.isatty()
-    async with found.queue() as queue:
+    async with found.client() as client:
         while True:
-            text = await render.status(queue, found.connection.name)
+            text = await render.status(client, found.connection.name)
             if watch:
                 if tty:
                     typer.echo("\x1b[2J\x1b[H", nl=False)
@@ -573,6 +573,13 @@ def queue_dispatch(
         "--priority", help="Priority within the queue (higher first).")] = None,
     connection: Annotated[str | None, typer.Option(
         "--connection", metavar="NAME", help="Named connection (default: the job's, else the default one).")] = None,
+    unique_key: Annotated[str | None, typer.Option(
+        "--unique-key", metavar="KEY",
+        help="Dispatch only if no job holds KEY (see --unique-scope); a duplicate prints the holder's id.")] = None,
+    unique_scope: Annotated[str, typer.Option(
+        "--unique-scope", metavar="SCOPE", help="queued (default), active or period.")] = "queued",
+    unique_period: Annotated[float | None, typer.Option(
+        "--unique-period", metavar="SECONDS", help="With --unique-scope period: how long the key is held.")] = None,
     apps: Apps = None,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -606,14 +613,23 @@ def queue_dispatch(
         fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
     found = target(dsn, connection or job_type.connection)
 
-    async def push() -> tuple[uuid.UUID, str]:
-        async with found.queue() as q:
-            envelope, _ = q.envelope(instance, queue=queue, priority=priority, connection=found.connection.name)
-            job_id = await q.push(instance, delay=delay, queue=queue, priority=priority,
-                                  connection=found.connection.name)
-            return job_id, envelope.queue
+    async def dispatch() -> tuple[uuid.UUID, str, bool]:
+        async with found.client() as client:
+            envelope, _ = client.envelope(instance, queue=queue, priority=priority,
+                                          connection=found.connection.name)
+            if unique_key is None:
+                job_id = await client.dispatch(instance, delay=delay, queue=queue, priority=priority,
+                                               connection=found.connection.name)
+                return job_id, envelope.queue, False
+            done = await client.dispatch_unique(instance, unique_key, scope=unique_scope, period=unique_period,
+                                                delay=delay, queue=queue, priority=priority,
+                                                connection=found.connection.name)
+            return done.id, envelope.queue, done.duplicate
 
-    job_id, queue_name = asyncio.run(push())
+    job_id, queue_name, duplicate = asyncio.run(dispatch())
+    if duplicate:
+        typer.echo(f"not dispatched: job {job_id} already holds unique key {unique_key!r}")
+        return
     when = f", available in {delay:g}s" if delay else ""
     typer.echo(f"dispatched {job_name} as job {job_id} to queue {queue_name!r}{when}")
 
@@ -635,7 +651,7 @@ def schedule_list(
     found = target(dsn, connection)
 
     async def read() -> list[pgqueue.ScheduleInfo]:
-        async with found.queue() as q:
+        async with found.client() as q:
             return await q.schedules(found.connection.name)
 
     schedules = asyncio.run(read())

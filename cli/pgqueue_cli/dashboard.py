@@ -76,8 +76,8 @@ def dashboard_command(
     shown = f"[{host}]" if ":" in host else host
 
     async def serve() -> None:
-        async with found.queue() as queue:
-            web = create_app(queue, read_only=read_only, auth=credentials, connection=found.connection.name,
+        async with found.client() as client:
+            web = create_app(client, read_only=read_only, auth=credentials, connection=found.connection.name,
                              redact=redact or (), debug=debug)
             config = uvicorn.Config(web, log_level="warning", access_log=False, server_header=False,
                                     lifespan="off")

@@ -34,25 +34,25 @@ async def run_demo(found: Target) -> bool:
     configure_logging(handler=_ConsoleHandler(console))
     workload = demo_jobs.workload()
     connection = found.connection.name
-    async with found.queue() as queue:
+    async with found.client() as client:
         # Start from a clean slate, so a second run shows the same counts.
-        repo = await queue.failed(connection)
+        repo = await client.failed(connection)
         for name in demo_jobs.QUEUES:
-            await queue.clear(name, connection=connection)
+            await client.clear(name, connection=connection)
             await repo.flush(queue=name)
 
         ready = [job for job, delay in workload if not delay]
-        await queue.push_many(ready, connection=connection)
+        await client.dispatch_many(ready, connection=connection)
         for job, delay in workload:
             if delay:
-                await queue.push(job, delay=delay, connection=connection)
+                await client.dispatch(job, delay=delay, connection=connection)
         console.print(
             f"Dispatched {len(workload)} jobs to queues {', '.join(demo_jobs.QUEUES)}: 40 quick ones, "
             "4 delayed by 1-2.5 s, 3 that fail once and succeed on the retry (backoff 0.5 s), "
             "and 1 that fails twice and ends in pgqueue.failed_jobs.\n"
         )
 
-        worker = await queue.worker(connection, queues=demo_jobs.QUEUES, concurrency=8, poll_interval=1.0,
+        worker = await client.worker(connection, queues=demo_jobs.QUEUES, concurrency=8, poll_interval=1.0,
                                     drain_timeout=10.0)
         stats = worker.stats
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -61,28 +61,28 @@ async def run_demo(found: Target) -> bool:
             bar = progress.add_task("running jobs", total=len(workload))
             running = asyncio.create_task(worker.run())
             # Done when every job has reached an end: acknowledged or in failed_jobs.
-            while stats.succeeded + stats.failed < len(workload) and not running.done():
+            while stats.acked + stats.failed < len(workload) and not running.done():
                 if time.monotonic() - started > DEADLINE_SECONDS:
                     break
-                progress.update(bar, completed=stats.succeeded + stats.failed)
+                progress.update(bar, completed=stats.acked + stats.failed)
                 await asyncio.sleep(0.05)
-            progress.update(bar, completed=stats.succeeded + stats.failed)
+            progress.update(bar, completed=stats.acked + stats.failed)
             worker.stop()
             await running
         elapsed = time.monotonic() - started
         logging.getLogger("pgqueue").handlers.clear()
 
         console.print("\n$ pgqueue queue:status")
-        console.print(await render.status(queue, connection), markup=False)
+        console.print(await render.status(client, connection), markup=False)
         console.print(f"\n$ pgqueue queue:failed --queue {demo_jobs.DEFAULT}")
         failures = await repo.all(queue=demo_jobs.DEFAULT, limit=10)
         console.print(render.failed_table(failures), markup=False, soft_wrap=True)
 
-    ok = (stats.succeeded, stats.retried, stats.failed, stats.processed) == (
+    ok = (stats.acked, stats.retried, stats.failed, stats.processed) == (
         demo_jobs.EXPECTED_SUCCEEDED, demo_jobs.EXPECTED_RETRIED, demo_jobs.EXPECTED_FAILED,
         demo_jobs.EXPECTED_ATTEMPTS)
     console.print(
-        f"\nDone in {elapsed:.1f}s: {len(workload)} jobs, {stats.processed} attempts, {stats.succeeded} succeeded, "
+        f"\nDone in {elapsed:.1f}s: {len(workload)} jobs, {stats.processed} attempts, {stats.acked} succeeded, "
         f"{stats.retried} retried after a failure, {stats.failed} failed "
         f"(expected {demo_jobs.EXPECTED_SUCCEEDED} succeeded, {demo_jobs.EXPECTED_RETRIED} retried, "
         f"{demo_jobs.EXPECTED_FAILED} failed): {'OK' if ok else 'UNEXPECTED'}"

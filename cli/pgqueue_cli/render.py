@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from pgqueue import FailedJob, Queue, QueueControl, QueueStats, ScheduleInfo
+from pgqueue import Client, FailedJob, QueueControl, QueueStats, ScheduleInfo
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -58,11 +58,11 @@ def status_table(stats: Sequence[QueueStats], workers: int | None) -> str:
     return text
 
 
-async def status(queue: Queue, connection: str) -> str:
+async def status(client: Client, connection: str) -> str:
     """The ``queue:status`` output of a connection's database, with paused queues and limits."""
-    stats = await queue.stats(connection)
-    text = status_table(stats, await queue.listening_workers(connection))
-    controls = await queue.controls(connection)
+    stats = await client.stats(connection)
+    text = status_table(stats, await client.listening_workers(connection))
+    controls = await client.controls(connection)
     paused = [c.queue for c in controls if c.paused]
     if paused:
         text += "\npaused: " + ", ".join(paused)

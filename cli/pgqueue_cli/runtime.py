@@ -17,7 +17,7 @@ import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
 
-from pgqueue import ConnectionConfig, Queue, Settings, load_settings, prepare_database, registered_jobs
+from pgqueue import Client, ConnectionConfig, Settings, load_settings, prepare_database, registered_jobs
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
 from pgqueue.limits import queue_name_problem
@@ -140,9 +140,9 @@ class Target:
                     "stop it with `pgqueue embedded stop`)")
         return f"{describe_dsn(self.dsn)} (from {self.source})"
 
-    def queue(self) -> Queue:
-        """A :class:`Queue` bound to this database."""
-        return Queue(settings=self.settings)
+    def client(self) -> Client:
+        """A :class:`Client` bound to this database."""
+        return Client(settings=self.settings)
 
 
 def check_dsn(dsn: str) -> None:
@@ -219,8 +219,8 @@ def preflight(found: Target, *, need_schema: bool) -> None:
 
 
 async def _check_schema(found: Target) -> None:
-    async with Queue(settings=found.settings, pool_size=1) as queue:
-        await queue.check_schema(found.connection.name)
+    async with Client(settings=found.settings, pool_size=1) as client:
+        await client.check_schema(found.connection.name)
 
 
 # --------------------------------------------------------------------- job modules

@@ -2,11 +2,11 @@
 
 Serve it with ``pgqueue dashboard`` or mount it into your own ASGI app::
 
-    from pgqueue import Queue
+    from pgqueue import Client
     from pgqueue.dashboard import create_app
 
-    queue = Queue(dsn)
-    app.mount("/pgqueue", create_app(queue, auth=("ops", password)))
+    client = Client(dsn)
+    app.mount("/pgqueue", create_app(client, auth=("ops", password)))
 
 Every read and action goes through pgqueue's public API and its store (no SQL here); every
 page reads a bounded number of rows, whatever the backlog.

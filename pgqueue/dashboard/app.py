@@ -12,7 +12,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from pgqueue import Queue, QueueStorageError
+from pgqueue import Client, QueueStorageError
 from pgqueue.dashboard.core import HERE, Dashboard, Options
 from pgqueue.dashboard.pages import failed, jobs, overview, workers
 from pgqueue.dashboard.security import BasicAuth, SecurityHeaders
@@ -23,7 +23,7 @@ __all__ = ["PAGES", "create_app"]
 PAGES: tuple[ModuleType, ...] = (overview, failed, jobs, workers)
 
 
-def create_app(queue: Queue, *, read_only: bool = False, auth: tuple[str, str] | None = None,
+def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str] | None = None,
                connection: str | None = None, redact: Iterable[str] = (), count_cap: int = 200,
                failed_count_cap: int = 2_000, sample_pages: int = 300,
                page_size: int = 50, scan_limit: int = 10_000, refresh_seconds: float = 2.0,
@@ -46,7 +46,7 @@ def create_app(queue: Queue, *, read_only: bool = False, auth: tuple[str, str] |
     options = Options(read_only=read_only, connection=connection, count_cap=count_cap,
                       failed_count_cap=failed_count_cap, sample_pages=sample_pages, page_size=page_size,
                       scan_limit=scan_limit, refresh_seconds=refresh_seconds, redact=tuple(redact))
-    dash = Dashboard(queue, options)
+    dash = Dashboard(client, options)
     routes: list[BaseRoute] = []
     for page in PAGES:
         dash.nav.append(page.NAV)

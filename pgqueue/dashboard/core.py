@@ -18,7 +18,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from pgqueue import Queue, QueueError
+from pgqueue import Client, QueueError
 from pgqueue.dashboard.redact import Redactor
 from pgqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token, origin_matches
 from pgqueue.store import Store
@@ -57,7 +57,7 @@ class Options:
 class Dashboard:
     """The state of one dashboard app: the queue it shows, its options, its templates and nav."""
 
-    queue: Queue
+    client: Client
     options: Options
     nav: list[NavItem] = field(default_factory=list)
     _store: Store | None = None
@@ -74,13 +74,13 @@ class Dashboard:
     async def store(self) -> Store:
         """The store of the dashboard's connection (the queue's pool, opened on first use)."""
         if self._store is None:
-            self._store = Store(await self.queue.pool(self.options.connection))
+            self._store = Store(await self.client.pool(self.options.connection))
         return self._store
 
     def database(self) -> str:
         """Where the dashboard reads, for the header: user@host:port/dbname, never the password."""
         try:
-            parts = conninfo_to_dict(self.queue.dsn)
+            parts = conninfo_to_dict(self.client.dsn)
         except Exception:
             return "(database)"
         host = parts.get("host") or "localhost"

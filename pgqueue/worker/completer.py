@@ -28,7 +28,7 @@ class Completer:
     expires (at-least-once). A database error keeps the pending acks and retries with
     backoff; acks refused by the fence are logged and reported to ``on_refused(job_id)``.
 
-    A handler's own ack (``context.delete()``) goes through :meth:`ack_now`: at once and
+    A handler's own ack (``context.ack()``) goes through :meth:`ack_now`: at once and
     unbatched, because the handler waits to learn whether the fence accepted it.
     """
 
@@ -58,7 +58,7 @@ class Completer:
             self._full.set()
 
     async def ack_now(self, job_id: uuid.UUID, token: int) -> bool:
-        """Acknowledge one job now (a handler's ``context.delete()``); False if the fence refused.
+        """Acknowledge one job now (a handler's ``context.ack()``); False if the fence refused.
 
         Not counted in :attr:`acked`, which counts the acks of jobs whose handler returned.
         """

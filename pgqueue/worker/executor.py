@@ -36,7 +36,7 @@ Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
 
 class Decisions:
     """What a handler's context calls to carry out its decisions (:class:`pgqueue.context.Decisions`):
-    ``context.delete()`` is an ack through the completer, the others go to the store."""
+    ``context.ack()`` is an ack through the completer, the others go to the store."""
 
     __slots__ = ("_completer", "_store")
 
@@ -44,7 +44,7 @@ class Decisions:
         self._store = store
         self._completer = completer
 
-    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+    async def ack(self, job_id: uuid.UUID, token: int) -> bool:
         """Ack now (the handler waits for the fence's answer)."""
         return await self._completer.ack_now(job_id, token)
 
@@ -133,7 +133,7 @@ class Executor:
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
             return True
         # The job starts here.
-        context = JobContext(job_id=job_id, token=token, attempts=attempts, max_tries=reservation.max_tries,
+        context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
                              queue=reservation.queue, connection=envelope.connection,
                              lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - received),
                              decisions=self._decisions)
@@ -178,7 +178,7 @@ class Executor:
             self.heartbeat.hold(context)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts,
-                         context.max_tries)
+                         context.tries)
         try:
             if limit() <= loop.time():
                 raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
@@ -237,7 +237,7 @@ class Executor:
         else:
             if context.claim_decision("acked"):
                 self._completer.add(job_id, context.token)
-                stats.succeeded += 1
+                stats.acked += 1
             elif context.decision == "failed":
                 stats.failed += 1
             elif context.decision == "lost":
@@ -245,7 +245,7 @@ class Executor:
             elif context.decision == "cancelled":
                 stats.cancelled += 1
             else:
-                stats.succeeded += 1
+                stats.acked += 1
 
     def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
         """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
@@ -267,7 +267,7 @@ class Executor:
                            context.decision, error)
             return
         attempts = context.attempts
-        if attempts < context.max_tries:
+        if attempts < context.tries:
             delay = envelope.backoff.delay(attempts)
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
                 context.claim_decision("released")
@@ -280,7 +280,7 @@ class Executor:
                 if accepted:
                     self._stats.retried += 1
                     logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
-                                   context.id, envelope.name, attempts, context.max_tries,
+                                   context.id, envelope.name, attempts, context.tries,
                                    type(error).__name__, error, delay)
                 else:
                     self._stats.lost += 1

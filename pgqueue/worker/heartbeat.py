@@ -27,7 +27,7 @@ class Heartbeat:
     last renewal, ``lease_margin`` before its lease ends, so a handler whose lease cannot be
     renewed is stopped before anyone else can reserve its job.
 
-    With ``period = (retry_after - lease_margin) / 3`` (what the worker uses) two ticks in a
+    With ``period = (lease - lease_margin) / 3`` (what the worker uses) two ticks in a
     row may fail before a handler is stopped.
     """
 

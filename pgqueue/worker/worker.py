@@ -45,7 +45,7 @@ class WorkerStats:
 
     reserved: int = 0
     processed: int = 0
-    succeeded: int = 0
+    acked: int = 0
     retried: int = 0
     failed: int = 0
     #: Reservations whose lease was lost: a decision or an ack the fence refused, or a handler
@@ -60,7 +60,7 @@ class WorkerStats:
 class Worker:
     """Runs jobs of one connection's queues.
 
-    Create with ``await queue.worker("database", queues=("high", "default"), concurrency=4)``
+    Create with ``await client.worker("database", queues=("high", "default"), concurrency=4)``
     and call :meth:`run`. Queues are served in the order given: while ``high`` has ready
     jobs, ``default`` waits (a steady stream on ``high`` can starve ``default``).
 
@@ -69,7 +69,7 @@ class Worker:
         poll_interval: the longest an idle worker sleeps without a notification (seconds);
             it normally sleeps until the next delayed job is due.
         drain_timeout: on stop, how long running handlers may take to finish.
-        retry_after: the lease in seconds (default: the connection's).
+        lease: how long a reservation lasts, in seconds (default: the connection's).
         timeout: cap on every job's timeout (default: none beyond the envelope's).
         scope: ``scope(context)`` returns an async context manager entered around each
             execution, for per-job resources (a database session, a tracing span, ...).
@@ -90,9 +90,9 @@ class Worker:
         vacuum_grace: with autovacuum on, how long after the last VACUUM or autovacuum the
             worker defers to autovacuum (seconds, default 60).
         heartbeat: renew the leases of running handlers (default: the connection's
-            ``heartbeat``, on unless configured off). Every ``(retry_after - lease_margin) / 3``
-            seconds one fenced statement renews all of them to ``retry_after`` from then, so a
-            job may run as long as its ``timeout`` while ``retry_after`` only decides how soon a
+            ``heartbeat``, on unless configured off). Every ``(lease - lease_margin) / 3``
+            seconds one fenced statement renews all of them to ``lease`` from then, so a
+            job may run as long as its ``timeout`` while ``lease`` only decides how soon a
             crashed worker's jobs run again. A handler whose lease cannot be renewed (database
             unreachable) is stopped ``lease_margin`` before its lease ends; one whose renewal
             the fence refuses (the lease was lost) is stopped at once; both count as ``lost``.
@@ -102,13 +102,13 @@ class Worker:
             many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
             thread holds one of the ``concurrency`` slots and its time limit runs.
         schedules: enqueue the due ticks of periodic jobs (default True: those registered in this
-            process whose connection is this one or unset; ``Queue.worker`` passes the list that
+            process whose connection is this one or unset; ``Client.worker`` passes the list that
             resolves to this connection; False: none). Every worker may: each tick is enqueued once.
     """
 
     def __init__(self, config: ConnectionConfig, store: Store, *, dsn: str,
                  queues: Sequence[str], concurrency: int = 10, poll_interval: float = 5.0,
-                 drain_timeout: float = 30.0, retry_after: float | None = None, timeout: float | None = None,
+                 drain_timeout: float = 30.0, lease: float | None = None, timeout: float | None = None,
                  scope: Scope | None = None, ack_flush_interval: float = 0.005, ack_batch_size: int = 500,
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
@@ -135,10 +135,10 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = float(poll_interval)
         self.drain_timeout = float(drain_timeout)
-        self.lease = float(retry_after if retry_after is not None else config.retry_after)
+        self.lease = float(lease if lease is not None else config.lease)
         if self.lease <= config.lease_margin:
             raise QueueConfigurationError(
-                f"retry_after ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
+                f"lease ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
             )
         #: The lease heartbeat (None when off).
         self.heartbeat: Heartbeat | None = None
@@ -212,8 +212,8 @@ class Worker:
         self.stats.vacuums += 1
 
     def _ack_refused(self, job_id: uuid.UUID) -> None:
-        # Counted as succeeded when the handler returned; the fence says someone else holds it now.
-        self.stats.succeeded -= 1
+        # Counted as acked when the handler returned; the fence says someone else holds it now.
+        self.stats.acked -= 1
         self.stats.lost += 1
 
     def stop(self, *, cancel_running: bool = False) -> None:

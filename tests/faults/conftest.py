@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests.faults import fault_jobs
 from tests.faults.harness import FaultReport, WorkerFleet, fault_settings, write_pyproject
 from tests.faults.ledger import install_ledger
@@ -40,14 +40,14 @@ def fleet(tmp_path: Path) -> Iterator[WorkerFleet]:
 
 
 @pytest.fixture
-async def producer(ledger_dsn: str, fault_pyproject: Path) -> AsyncIterator[Queue]:
-    """An open Queue on the ledger database, configured like the workers."""
-    queue = Queue(settings=fault_settings(ledger_dsn, fault_pyproject))
-    await queue.open()
+async def producer(ledger_dsn: str, fault_pyproject: Path) -> AsyncIterator[Client]:
+    """An open Client on the ledger database, configured like the workers."""
+    client = Client(settings=fault_settings(ledger_dsn, fault_pyproject))
+    await client.open()
     try:
-        yield queue
+        yield client
     finally:
-        await queue.close()
+        await client.close()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from pgqueue import Job, Queue, Settings, load_settings
+from pgqueue import Client, Job, Settings, load_settings
 from tests.faults.fault_jobs import LEDGER_DSN_ENV
 from tests.faults.ledger import LedgerReport
 
@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 REPORT_PATH = Path(os.environ.get("PGQUEUE_FAULT_REPORT", REPO / "benchmarks" / "out" / "faults.json"))
 
 # A short lease so that recovery after a crash takes seconds: a job's timeout (1 s) stays
-# below retry_after - lease_margin (3 - 1 s), as dispatch requires.
-FAULT_CONNECTION = {"retry_after": 3, "lease_margin": 1, "timeout": 1, "tries": 25, "backoff": 0.1}
+# below lease - lease_margin (3 - 1 s), as dispatch requires.
+FAULT_CONNECTION = {"lease": 3, "lease_margin": 1, "timeout": 1, "tries": 25, "backoff": 0.1}
 
 
 def write_pyproject(folder: Path, connection: dict[str, Any] | None = None, **extra: dict[str, Any]) -> Path:
@@ -145,10 +145,10 @@ def scalar(dsn: str, statement: str, params: Sequence[Any] | None = None) -> Any
     return None if row is None else row[0]
 
 
-async def dispatch(queue: Queue, jobs: list[Job], batch: int = 1000) -> int:
+async def dispatch(client: Client, jobs: list[Job], batch: int = 1000) -> int:
     """Dispatch ``jobs`` through the Python API in batches; returns how many."""
     for start in range(0, len(jobs), batch):
-        await queue.push_many(jobs[start:start + batch])
+        await client.dispatch_many(jobs[start:start + batch])
     return len(jobs)
 
 

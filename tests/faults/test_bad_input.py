@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from typer.testing import CliRunner
 
 from pgqueue import (
+    Client,
     Job,
-    Queue,
     QueueConfigurationError,
     QueuePayloadError,
     QueueRetryError,
@@ -30,9 +30,9 @@ from tests.faults.ledger import check_ledger
 from tests.helpers import envelope
 
 
-async def drain(queue: Queue) -> Worker:
+async def drain(client: Client) -> Worker:
     """Run an in-process worker until no job is ready."""
-    worker = await queue.worker(concurrency=4, listen=False, poll_interval=0.2)
+    worker = await client.worker(concurrency=4, listen=False, poll_interval=0.2)
     await worker.run(stop_when_empty=True)
     return worker
 
@@ -44,9 +44,9 @@ def failures(dsn: str) -> dict[uuid.UUID, tuple[str, str]]:
 
 
 async def test_bad_payloads_in_the_queue_fail_cleanly_and_lose_nothing_else(
-        in_process_ledger: str, producer: Queue, fault_report: FaultReport) -> None:
+        in_process_ledger: str, producer: Client, fault_report: FaultReport) -> None:
     dsn = in_process_ledger
-    good = await producer.push_many([LedgerJob(n=i) for i in range(30)])
+    good = await producer.dispatch_many([LedgerJob(n=i) for i in range(30)])
     unknown = envelope(name="billing:NoSuchJob")
     wrong_args = [envelope(name="faults:ledger", args={"nope": 1}), envelope(name="faults:ledger", args={})]
     by_hand: dict[str, Any] = {  # written straight into pgqueue.jobs, as a careless script might
@@ -67,7 +67,7 @@ async def test_bad_payloads_in_the_queue_fail_cleanly_and_lose_nothing_else(
             hand_ids[what] = uuid.uuid4()
             conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries) values (%s, 'default', %s, 3)",
                          (hand_ids[what], Jsonb(body)))
-    more_good = await producer.push_many([LedgerJob(n=100 + i) for i in range(30)])
+    more_good = await producer.dispatch_many([LedgerJob(n=100 + i) for i in range(30)])
 
     await drain(producer)
 
@@ -94,36 +94,36 @@ class TooSlow(Job, register=False):
     timeout = 5.0  # the fault connection's lease is 3 s
 
 
-async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer: Queue, tmp_path: Path,
+async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer: Client, tmp_path: Path,
                                                 fault_report: FaultReport) -> None:
     dsn = in_process_ledger
     (tmp_path / "small").mkdir()
-    small = Queue(settings=fault_settings(dsn, write_pyproject(tmp_path / "small", {"max_payload_bytes": 2000})))
+    small = Client(settings=fault_settings(dsn, write_pyproject(tmp_path / "small", {"max_payload_bytes": 2000})))
     await small.open()
     # Without the lease heartbeat a job's timeout must fit in the lease (issue 11: with it, it need not).
     (tmp_path / "strict").mkdir()
-    strict = Queue(settings=fault_settings(dsn, write_pyproject(tmp_path / "strict", {"heartbeat": False})))
+    strict = Client(settings=fault_settings(dsn, write_pyproject(tmp_path / "strict", {"heartbeat": False})))
     await strict.open()
     Case = tuple[str, Callable[[], Coroutine[Any, Any, Any]], type[Exception], str]
     cases: list[Case] = [
-        ("envelope over the size limit", lambda: small.push_many([EchoJob(text="ok"), EchoJob(text="x" * 5000)]),
+        ("envelope over the size limit", lambda: small.dispatch_many([EchoJob(text="ok"), EchoJob(text="x" * 5000)]),
          QueuePayloadError, "over the limit of 2000 bytes"),
-        ("NUL in a string arg", lambda: producer.push(EchoJob(text="a\x00b")), QueuePayloadError, "NUL"),
-        ("NUL in a dict key", lambda: producer.push(EchoJob(data={"k\x00": 1})), QueuePayloadError, "NUL"),
-        ("lone surrogate in an arg", lambda: producer.push(EchoJob(text="\ud800")), QueuePayloadError, "surrogate"),
-        ("lone surrogate, bulk", lambda: producer.push_many([EchoJob(), EchoJob(data=["\udfff"])]),
+        ("NUL in a string arg", lambda: producer.dispatch(EchoJob(text="a\x00b")), QueuePayloadError, "NUL"),
+        ("NUL in a dict key", lambda: producer.dispatch(EchoJob(data={"k\x00": 1})), QueuePayloadError, "NUL"),
+        ("lone surrogate in an arg", lambda: producer.dispatch(EchoJob(text="\ud800")), QueuePayloadError, "surrogate"),
+        ("lone surrogate, bulk", lambda: producer.dispatch_many([EchoJob(), EchoJob(data=["\udfff"])]),
          QueuePayloadError, "surrogate"),
-        ("NUL in the queue name", lambda: producer.push(EchoJob(), queue="a\x00b"), QueuePayloadError, "NUL"),
-        ("arg that is not JSON", lambda: producer.push(EchoJob(data={1, 2})), QueuePayloadError, "not JSON"),
-        ("NaN arg", lambda: producer.push(EchoJob(data=math.nan)), QueuePayloadError, "NaN"),
-        ("negative delay", lambda: producer.push(EchoJob(), delay=-1), QueueConfigurationError, "delay"),
-        ("NaN delay", lambda: producer.push(EchoJob(), delay=math.nan), QueueConfigurationError, "delay"),
-        ("infinite delay", lambda: producer.push(EchoJob(), delay=math.inf), QueueConfigurationError, "delay"),
-        ("NaN delay, bulk", lambda: producer.push_many([EchoJob(), EchoJob()], delay=[0, math.nan]),
+        ("NUL in the queue name", lambda: producer.dispatch(EchoJob(), queue="a\x00b"), QueuePayloadError, "NUL"),
+        ("arg that is not JSON", lambda: producer.dispatch(EchoJob(data={1, 2})), QueuePayloadError, "not JSON"),
+        ("NaN arg", lambda: producer.dispatch(EchoJob(data=math.nan)), QueuePayloadError, "NaN"),
+        ("negative delay", lambda: producer.dispatch(EchoJob(), delay=-1), QueueConfigurationError, "delay"),
+        ("NaN delay", lambda: producer.dispatch(EchoJob(), delay=math.nan), QueueConfigurationError, "delay"),
+        ("infinite delay", lambda: producer.dispatch(EchoJob(), delay=math.inf), QueueConfigurationError, "delay"),
+        ("NaN delay, bulk", lambda: producer.dispatch_many([EchoJob(), EchoJob()], delay=[0, math.nan]),
          QueueConfigurationError, "delay"),
-        ("tries=0", lambda: producer.push(ZeroTries()), QueueConfigurationError, "tries"),
-        ("timeout >= retry_after, no heartbeat", lambda: strict.push(TooSlow()), QueueConfigurationError,
-         "retry_after"),
+        ("tries=0", lambda: producer.dispatch(ZeroTries()), QueueConfigurationError, "tries"),
+        ("timeout >= lease, no heartbeat", lambda: strict.dispatch(TooSlow()), QueueConfigurationError,
+         "lease"),
     ]
     try:
         for what, call, kind, words in cases:
@@ -141,7 +141,7 @@ async def test_refused_dispatches_store_nothing(in_process_ledger: str, producer
             conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope(tries=0)),))
     assert scalar(dsn, "select count(*) from fault_dispatched") == 0
 
-    await producer.push_many([LedgerJob(n=i) for i in range(10)])
+    await producer.dispatch_many([LedgerJob(n=i) for i in range(10)])
     await drain(producer)
     report = check_ledger(dsn)
     assert (report.dispatched, report.completed) == (10, 10)
@@ -153,11 +153,11 @@ def test_bad_definitions_and_settings_are_refused_by_name(tmp_path: Path) -> Non
     with pytest.raises(QueueConfigurationError, match="at least one delay"):
         class EmptyBackoff(Job, register=False):
             backoff = ()
-    base: dict[str, object] = {"retry_after": 10, "lease_margin": 1, "timeout": 1}
+    base: dict[str, object] = {"lease": 10, "lease_margin": 1, "timeout": 1}
     cases: list[tuple[dict[str, object], str]] = [
         ({"backoff": []}, "at least one delay"), ({"tries": 0}, "tries must be an integer >= 1"),
-        ({"timeout": 9.5, "heartbeat": False}, "retry_after"), ({"timeout": 4e7}, "one year"),
-        ({"retry_after": math.inf}, "retry_after")]
+        ({"timeout": 9.5, "heartbeat": False}, "lease"), ({"timeout": 4e7}, "one year"),
+        ({"lease": math.inf}, "lease")]
     for table, words in cases:
         folder = tmp_path / uuid.uuid4().hex
         folder.mkdir()
@@ -169,32 +169,32 @@ def test_bad_definitions_and_settings_are_refused_by_name(tmp_path: Path) -> Non
 
 
 async def test_dsn_that_does_not_resolve_fails_at_once_by_name() -> None:
-    queue = Queue(settings=load_settings(Path("/nonexistent/pyproject.toml"),
+    client = Client(settings=load_settings(Path("/nonexistent/pyproject.toml"),
                                          dsn="postgresql://postgres@no-such-host.invalid/app", environ={}))
     with pytest.raises(QueueStorageError, match=r"no-such-host\.invalid"):
-        await queue.push(LedgerJob(n=1))
+        await client.dispatch(LedgerJob(n=1))
     with pytest.raises(QueueStorageError, match=r"no-such-host\.invalid"):
-        await queue.worker()
-    await queue.close()
+        await client.worker()
+    await client.close()
 
 
 async def test_database_never_migrated_says_run_migrate(empty_dsn: str) -> None:
-    queue = Queue(settings=load_settings(Path("/nonexistent/pyproject.toml"), dsn=empty_dsn, environ={}))
+    client = Client(settings=load_settings(Path("/nonexistent/pyproject.toml"), dsn=empty_dsn, environ={}))
     try:
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
-            await queue.push(LedgerJob(n=1))
+            await client.dispatch(LedgerJob(n=1))
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
-            await queue.retry_failed(uuid.uuid4())
-        worker = await queue.worker(listen=False)
+            await client.retry_failed(uuid.uuid4())
+        worker = await client.worker(listen=False)
         with pytest.raises(QueueStorageError, match="pgqueue migrate"):
             await worker.run(stop_when_empty=True)
     finally:
-        await queue.close()
+        await client.close()
 
 
-async def test_retrying_a_failure_that_does_not_exist(in_process_ledger: str, producer: Queue) -> None:
+async def test_retrying_a_failure_that_does_not_exist(in_process_ledger: str, producer: Client) -> None:
     dsn = in_process_ledger
-    [kept] = await producer.push_many([EchoJob(text="keep me", fail=True)])
+    [kept] = await producer.dispatch_many([EchoJob(text="keep me", fail=True)])
     await drain(producer)
     missing = uuid.uuid4()
     with pytest.raises(QueueRetryError, match=str(missing)):

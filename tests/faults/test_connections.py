@@ -14,7 +14,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue import Queue, Worker
+from pgqueue import Client, Worker
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.store import Store
 from tests.faults.fault_jobs import LedgerJob
@@ -37,7 +37,7 @@ def listeners(dsn: str) -> int:
     return int(scalar(dsn, LISTENERS, (APP,)))
 
 
-async def test_terminated_backends_and_listener_are_replaced(ledger_dsn: str, producer: Queue,
+async def test_terminated_backends_and_listener_are_replaced(ledger_dsn: str, producer: Client,
                                                              fleet: WorkerFleet, fault_pyproject: Path,
                                                              fault_report: FaultReport) -> None:
     rounds, total = 6, 3000
@@ -91,7 +91,7 @@ async def test_postgres_restart_mid_run(owned_server: EmbeddedPostgres, owned_ds
     workers = [fleet.start(worker_dsn, ledger_dsn=owned_dsn, pyproject=fault_pyproject, concurrency=10,
                            poll_interval=60) for _ in range(2)]
     await wait_until(lambda: listeners(owned_dsn) == 2, within=30, what="both workers LISTEN", fleet=fleet)
-    producer = Queue(settings=fault_settings(owned_dsn, fault_pyproject))
+    producer = Client(settings=fault_settings(owned_dsn, fault_pyproject))
     try:
         await producer.open()
         await dispatch(producer, [LedgerJob(n=i, work=0.002) for i in range(total)])
@@ -119,7 +119,7 @@ async def test_postgres_restart_mid_run(owned_server: EmbeddedPostgres, owned_ds
     fault_report.add("PostgreSQL restart (fast shutdown) mid-run", 1, report)
 
 
-async def test_statement_timeout_on_reservation(ledger_dsn: str, producer: Queue, fleet: WorkerFleet,
+async def test_statement_timeout_on_reservation(ledger_dsn: str, producer: Client, fleet: WorkerFleet,
                                                 fault_pyproject: Path, fault_report: FaultReport) -> None:
     total = 600
     # Every statement of the worker is cancelled by the server after 300 ms.
@@ -146,7 +146,7 @@ async def test_statement_timeout_on_reservation(ledger_dsn: str, producer: Queue
     fault_report.add("statement timeout on reservation (table locked)", injected, report)
 
 
-async def test_pool_exhaustion_backs_off_and_continues(in_process_ledger: str, producer: Queue,
+async def test_pool_exhaustion_backs_off_and_continues(in_process_ledger: str, producer: Client,
                                                        caplog: pytest.LogCaptureFixture,
                                                        fault_report: FaultReport) -> None:
     dsn, total = in_process_ledger, 300

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests.faults.fault_jobs import EffectJob, SpanJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, scalar, wait_until
 from tests.faults.ledger import check_ledger
@@ -58,12 +58,12 @@ def most_at_once(events: list[tuple[datetime, str]]) -> int:
 
 
 async def test_four_workers_of_concurrency_10_never_run_more_than_the_limit_of_3(
-        ledger_dsn: str, producer: Queue, fleet: WorkerFleet, fault_pyproject: Path,
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,
         fault_report: FaultReport) -> None:
     _execute(ledger_dsn, SPANS_DDL)
     await producer.set_limits("limited", concurrency=3)
     jobs = 60
-    ids = await producer.push_many([SpanJob(n=i, work=0.05) for i in range(jobs)], queue="limited")
+    ids = await producer.dispatch_many([SpanJob(n=i, work=0.05) for i in range(jobs)], queue="limited")
     assert len(ids) == jobs
     workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=10, queues="limited")
                for _ in range(4)]
@@ -82,10 +82,10 @@ async def test_four_workers_of_concurrency_10_never_run_more_than_the_limit_of_3
 
 
 async def test_a_rate_limit_of_20_per_second_holds_within_one_token_over_10_seconds(
-        ledger_dsn: str, producer: Queue, fleet: WorkerFleet, fault_pyproject: Path) -> None:
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path) -> None:
     _execute(ledger_dsn, SPANS_DDL)
     await producer.set_limits("metered", rate_limit=20, rate_period=1)
-    await producer.push_many([SpanJob(n=i) for i in range(300)], queue="metered")
+    await producer.dispatch_many([SpanJob(n=i) for i in range(300)], queue="metered")
     workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=10, queues="metered")
                for _ in range(4)]
     await wait_until(lambda: int(scalar(ledger_dsn, "select count(*) from fault_grants")) >= 230, within=60,
@@ -106,7 +106,7 @@ async def test_a_rate_limit_of_20_per_second_holds_within_one_token_over_10_seco
 
 @pytest.mark.slow
 async def test_kill_9_with_effects_through_context_transaction_commits_each_effect_exactly_once(
-        ledger_dsn: str, producer: Queue, fleet: WorkerFleet, fault_pyproject: Path,
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,
         fault_report: FaultReport) -> None:
     _execute(ledger_dsn, EFFECTS_DDL)
     rng = random.Random(SEED)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests.faults.fault_jobs import LedgerJob, PoisonJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, scalar, wait_until
 from tests.faults.ledger import check_ledger
@@ -28,7 +28,7 @@ def executions(dsn: str) -> int:
 
 
 @pytest.mark.slow
-async def test_kill_9_at_random_moments_loses_nothing(ledger_dsn: str, producer: Queue, fleet: WorkerFleet,
+async def test_kill_9_at_random_moments_loses_nothing(ledger_dsn: str, producer: Client, fleet: WorkerFleet,
                                                       fault_pyproject: Path, fault_report: FaultReport) -> None:
     rng = random.Random(SEED)
     workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=20) for _ in range(3)]
@@ -57,7 +57,7 @@ async def test_kill_9_at_random_moments_loses_nothing(ledger_dsn: str, producer:
                      recovered_after_lease_expiry=recovered)
 
 
-async def test_sigterm_finishes_running_handlers_and_exits_0(ledger_dsn: str, producer: Queue,
+async def test_sigterm_finishes_running_handlers_and_exits_0(ledger_dsn: str, producer: Client,
                                                             fleet: WorkerFleet, fault_pyproject: Path,
                                                             fault_report: FaultReport) -> None:
     total = 400
@@ -84,7 +84,7 @@ async def test_sigterm_finishes_running_handlers_and_exits_0(ledger_dsn: str, pr
 
 
 @pytest.mark.slow
-async def test_poison_job_that_kills_its_worker_ends_in_failed_jobs(ledger_dsn: str, producer: Queue,
+async def test_poison_job_that_kills_its_worker_ends_in_failed_jobs(ledger_dsn: str, producer: Client,
                                                                    fleet: WorkerFleet, fault_pyproject: Path,
                                                                    fault_report: FaultReport) -> None:
     others = 30

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests.faults.fault_jobs import AlwaysFailsJob, LedgerJob, OutlivesLeaseJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, scalar, wait_until
 from tests.faults.ledger import check_ledger
 
 
 @pytest.mark.slow
-async def test_handler_outliving_its_lease_is_not_acknowledged(ledger_dsn: str, producer: Queue,
+async def test_handler_outliving_its_lease_is_not_acknowledged(ledger_dsn: str, producer: Client,
                                                                fleet: WorkerFleet, fault_pyproject: Path,
                                                                fault_report: FaultReport) -> None:
     first = fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=1)
-    [job_id] = await producer.push_many([OutlivesLeaseJob(n=1)])
+    [job_id] = await producer.dispatch_many([OutlivesLeaseJob(n=1)])
     await wait_until(lambda: scalar(ledger_dsn, "select count(*) from fault_ledger") == 1, within=30,
                      what="the first holder runs the job", fleet=fleet)
     # The first holder's event loop is now blocked inside the handler: its lease (3 s) expires
@@ -45,7 +45,7 @@ async def test_handler_outliving_its_lease_is_not_acknowledged(ledger_dsn: str, 
 
 
 @pytest.mark.slow
-async def test_failure_record_that_cannot_be_written_keeps_the_job(ledger_dsn: str, producer: Queue,
+async def test_failure_record_that_cannot_be_written_keeps_the_job(ledger_dsn: str, producer: Client,
                                                                    fleet: WorkerFleet, fault_pyproject: Path,
                                                                    fault_report: FaultReport) -> None:
     _execute(ledger_dsn, """
@@ -55,7 +55,7 @@ async def test_failure_record_that_cannot_be_written_keeps_the_job(ledger_dsn: s
             for each row execute function fault_refuse_failure();
     """)
     worker = fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=4)
-    [job_id] = await producer.push_many([AlwaysFailsJob(n=1)])
+    [job_id] = await producer.dispatch_many([AlwaysFailsJob(n=1)])
     await wait_until(lambda: "recording the failure of job" in worker.log_text(), within=30,
                      what="recording the failure fails", fleet=fleet)
     # The job was neither lost nor recorded: it stays reserved, on its final attempt.

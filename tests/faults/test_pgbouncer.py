@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgqueue import Queue
+from pgqueue import Client
 from tests.faults.fault_jobs import LedgerJob
 from tests.faults.harness import (
     FaultReport,
@@ -129,12 +129,12 @@ async def test_producers_and_workers_through_pgbouncer(ledger_dsn: str, pgbounce
                  "and query ilike '%listen pgqueue%'")
     await wait_until(lambda: scalar(ledger_dsn, listening) == 2, within=30, what="both workers LISTEN directly",
                      fleet=fleet)
-    async with Queue(settings=fault_settings(pgbouncer, pyproject)) as producer:
+    async with Client(settings=fault_settings(pgbouncer, pyproject)) as producer:
         # Many small batches: the same statements run often enough that psycopg would prepare
         # them, were prepared statements not switched off for this connection.
         await dispatch(producer, [LedgerJob(n=i) for i in range(total)], batch=50)
         for i in range(20):
-            await producer.push(LedgerJob(n=total + i))
+            await producer.dispatch(LedgerJob(n=total + i))
     await wait_until(lambda: scalar(ledger_dsn, "select count(*) from pgqueue.jobs") == 0, within=60,
                      what="the backlog is done", fleet=fleet)
     for worker in workers:

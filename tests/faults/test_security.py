@@ -14,7 +14,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from pgqueue import Queue
+from pgqueue import Client
 from pgqueue.embedded import EmbeddedPostgres
 from tests.faults.fault_jobs import EchoJob, LedgerJob
 from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
@@ -24,12 +24,12 @@ from tests.helpers import envelope
 ROLES_SQL = REPO / "sql" / "roles" / "least_privilege.sql"
 
 
-async def drain(queue: Queue, queues: tuple[str, ...] = ("default",)) -> None:
-    worker = await queue.worker(queues=queues, concurrency=4, listen=False, poll_interval=0.2)
+async def drain(client: Client, queues: tuple[str, ...] = ("default",)) -> None:
+    worker = await client.worker(queues=queues, concurrency=4, listen=False, poll_interval=0.2)
     await worker.run(stop_when_empty=True)
 
 
-async def test_job_names_in_payloads_never_import_or_run_code(in_process_ledger: str, producer: Queue,
+async def test_job_names_in_payloads_never_import_or_run_code(in_process_ledger: str, producer: Client,
                                                              tmp_path: Path, fault_report: FaultReport) -> None:
     dsn = in_process_ledger
     marker = tmp_path / "pwned"
@@ -40,7 +40,7 @@ async def test_job_names_in_payloads_never_import_or_run_code(in_process_ledger:
     with psycopg.connect(dsn, autocommit=True) as conn:
         hostile = [conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope(name=n, args=args)),)).fetchone()[0]  # type: ignore[index]
                    for n in names]
-    await producer.push_many([LedgerJob(n=i) for i in range(10)])
+    await producer.dispatch_many([LedgerJob(n=i) for i in range(10)])
     await drain(producer)
 
     assert not marker.exists()
@@ -69,15 +69,15 @@ NASTY = [
 ]
 
 
-async def test_quotes_semicolons_and_dollars_are_stored_verbatim(in_process_ledger: str, producer: Queue,
+async def test_quotes_semicolons_and_dollars_are_stored_verbatim(in_process_ledger: str, producer: Client,
                                                                 fault_report: FaultReport) -> None:
     dsn = in_process_ledger
     queues = tuple(f"q {text[:150]}" for text in NASTY)
     sent = {}
     for queue_name, text in zip(queues, NASTY, strict=True):
         data = {text: [text, {"k": text}], "n": 1}
-        [ok] = await producer.push_many([EchoJob(text=text, data=data)], queue=queue_name)
-        failing = await producer.push(EchoJob(text=text, data=data, fail=True), queue=queue_name)
+        [ok] = await producer.dispatch_many([EchoJob(text=text, data=data)], queue=queue_name)
+        failing = await producer.dispatch(EchoJob(text=text, data=data, fail=True), queue=queue_name)
         sent[ok] = sent[failing] = (queue_name, text, data)
     assert {s.queue for s in await producer.stats()} == set(queues)
     await drain(producer, queues)
@@ -130,7 +130,7 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
     from tests.faults import fault_jobs
 
     fault_jobs.use_ledger(dsn)  # the test's own superuser connection writes the ledger
-    queues = {group: Queue(settings=fault_settings(role_dsn, fault_pyproject)) for group, role_dsn in roles.items()}
+    queues = {group: Client(settings=fault_settings(role_dsn, fault_pyproject)) for group, role_dsn in roles.items()}
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("create table fault_ledger (job_id uuid, attempt int, token bigint, worker_pid int)")
@@ -138,8 +138,8 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         producer, worker_queue, operator = queues["producer"], queues["worker"], queues["operator"]
 
         # The producer enqueues, one by one and in bulk, and can do nothing else.
-        await producer.push(LedgerJob(n=1))
-        await producer.push_many([LedgerJob(n=2), EchoJob(text="fails", fail=True)])
+        await producer.dispatch(LedgerJob(n=1))
+        await producer.dispatch_many([LedgerJob(n=2), EchoJob(text="fails", fail=True)])
         p = roles["producer"]
         assert refused(p, "select * from pgqueue.jobs")
         assert refused(p, "select * from pgqueue.failed_jobs")
@@ -155,7 +155,7 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         # The worker runs them (reserve, LISTEN, ack, fail) and can do nothing else.
         worker = await worker_queue.worker(concurrency=2, poll_interval=0.2)
         await worker.run(stop_when_empty=True)
-        assert (worker.stats.succeeded, worker.stats.failed) == (2, 1)
+        assert (worker.stats.acked, worker.stats.failed) == (2, 1)
         w = roles["worker"]
         assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(w, "select * from pgqueue.jobs")
@@ -182,8 +182,8 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
                           "values (gen_random_uuid(), 'd', 'q', '{}', 1, 'exception')")
         assert not refused(o, "select count(*) from pgqueue.jobs")
     finally:
-        for queue in queues.values():
-            await queue.close()
+        for client in queues.values():
+            await client.close()
         await fault_jobs.close_ledger()
         fault_jobs.use_ledger(None)
 

@@ -1,6 +1,6 @@
 """A worker process for the fault tests: ``python -m tests.faults.worker_main --dsn ...``.
 
-Builds a :class:`pgqueue.Queue`, imports the fault jobs, runs one worker with signal
+Builds a :class:`pgqueue.Client`, imports the fault jobs, runs one worker with signal
 handlers installed and prints its stats as one JSON line on exit.
 """
 
@@ -33,9 +33,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 async def _main(args: argparse.Namespace) -> int:
     settings = pgqueue.load_settings(Path(args.pyproject), dsn=args.dsn, environ={})
-    queue = pgqueue.Queue(settings=settings)
+    client = pgqueue.Client(settings=settings)
     try:
-        worker = await queue.worker(args.connection, queues=args.queues.split(","), concurrency=args.concurrency,
+        worker = await client.worker(args.connection, queues=args.queues.split(","), concurrency=args.concurrency,
                                     poll_interval=args.poll_interval, listen_dsn=args.listen_dsn)
         worker.install_signal_handlers()
         await worker.run(stop_when_empty=args.stop_when_empty)
@@ -43,7 +43,7 @@ async def _main(args: argparse.Namespace) -> int:
                           "refused": worker.completer.refused}), flush=True)
     finally:
         await fault_jobs.close_ledger()
-        await queue.close()
+        await client.close()
     return 0
 
 

@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
-from pgqueue import Job, JobContext, Queue
+from pgqueue import Client, Job, JobContext
 
 # What the lifespan worker ran, for the test to await.
 handled: asyncio.Queue[int] = asyncio.Queue()
@@ -52,8 +52,8 @@ def create_app(dsn: str, *, worker: bool) -> FastAPI:
             if not worker:
                 yield
                 return
-            async with Queue(dsn=dsn) as queue:
-                running = await queue.worker(queues=["web"], concurrency=4)
+            async with Client(dsn=dsn) as client:
+                running = await client.worker(queues=["web"], concurrency=4)
                 task = asyncio.create_task(running.run())
                 try:
                     yield

@@ -135,7 +135,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
     async def retry_one(request: Request) -> Response:
         async def run(form: FormData) -> str:
             failure_id = request.path_params["failure_id"]
-            job_id = await dash.queue.retry_failed(failure_id, connection=dash.options.connection)
+            job_id = await dash.client.retry_failed(failure_id, connection=dash.options.connection)
             return f"retried failure {failure_id}: job {job_id} is ready on its queue again"
         return await dash.action(request, run)
 
@@ -146,7 +146,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 uuid.UUID(failure_id)
             except ValueError:
                 raise QueueRetryError(f"{failure_id!r} is not a failure id; nothing was forgotten") from None
-            repository = await dash.queue.failed(dash.options.connection)
+            repository = await dash.client.failed(dash.options.connection)
             if not await repository.forget(failure_id):
                 return f"failure {failure_id} was already gone"
             return f"forgot failure {failure_id}"
@@ -160,7 +160,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             retried, refused = 0, []
             for failure_id in ids:
                 try:
-                    await dash.queue.retry_failed(failure_id, connection=dash.options.connection)
+                    await dash.client.retry_failed(failure_id, connection=dash.options.connection)
                     retried += 1
                 except QueueError as exc:
                     refused.append(str(exc))
@@ -175,7 +175,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             ids = parse_ids(form.getlist("id"))
             if not ids:
                 raise QueueRetryError("no failure was selected; tick the ones to forget")
-            repository = await dash.queue.failed(dash.options.connection)
+            repository = await dash.client.failed(dash.options.connection)
             forgotten = sum([await repository.forget(failure_id) for failure_id in ids])
             return f"forgot {forgotten} of {len(ids)} selected failures"
         return await dash.action(request, run)
@@ -184,7 +184,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         async def run(form: FormData) -> str:
             queue = form.get("queue")
             queue = queue.strip() if isinstance(queue, str) and queue.strip() else None
-            repository = await dash.queue.failed(dash.options.connection)
+            repository = await dash.client.failed(dash.options.connection)
             removed = await repository.flush(queue)
             return f"flushed {removed:,} failures" + (f" of queue {queue!r}" if queue else " (every queue)")
         return await dash.action(request, run)

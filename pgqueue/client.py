@@ -1,4 +1,4 @@
-"""The Queue: dispatch, failed-job operations, statistics and workers, for one configuration."""
+"""The Client: dispatch, failed-job operations, statistics and workers, for one configuration."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from pgqueue.store import CancelOutcome, QueueControl, QueueStats, Store, Unique
 from pgqueue.worker import Worker
 from pgqueue.worker.scheduler import declared_schedules
 
-__all__ = ["Queue", "QueueStats", "ScheduleInfo", "default_queue", "set_default_queue"]
+__all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_default_client"]
 
 logger = logging.getLogger("pgqueue")
 
@@ -50,11 +50,11 @@ def _check_delay(delay: object, job_name: str) -> float:
     return float(delay)
 
 
-class Queue:
+class Client:
     """Entry point to one pgqueue configuration.
 
-    ``Queue()`` reads ``[tool.pgqueue]`` and the environment; ``Queue(dsn=...)`` overrides
-    the database. Use as ``async with Queue(...) as queue:`` or call :meth:`open` and
+    ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
+    the database. Use as ``async with Client(...) as client:`` or call :meth:`open` and
     :meth:`close`; dispatching with your own connection needs no open queue.
     """
 
@@ -68,7 +68,7 @@ class Queue:
         self._lock = asyncio.Lock()
 
     # ---------------------------------------------------------------- lifecycle
-    async def __aenter__(self) -> Queue:
+    async def __aenter__(self) -> Client:
         await self.open()
         return self
 
@@ -153,20 +153,20 @@ class Queue:
         config = self.settings.connection(connection or type(job).connection)
         return Envelope.build(job, config, queue=queue, priority=priority), config
 
-    async def push(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None) -> uuid.UUID:
         """Enqueue one job; returns its id. See :meth:`Job.dispatch`.
 
-        With ``unique_key`` it is :meth:`push_unique` and returns the id of the job holding the
+        With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate).
         """
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
         if unique_key is not None:
-            return (await self.push_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
+            return (await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
                                            delay=delay, queue=queue, priority=priority,
                                            connection=connection)).id
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
@@ -182,7 +182,7 @@ class Queue:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return envelope.id
 
-    async def push_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
+    async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
                           priority: int | None = None, connection: str | None = None,
                           raise_on_duplicate: bool = False) -> UniqueDispatch:
@@ -215,9 +215,9 @@ class Queue:
                 f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
         return result
 
-    def push_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
                   priority: int | None = None, connection: str | None = None) -> uuid.UUID:
-        """Synchronous :meth:`push` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
@@ -227,8 +227,8 @@ class Queue:
                 pass
             else:
                 raise QueueDispatchError(
-                    f"job {envelope.name!r}: push_sync() to the sync connection {config.name!r} runs the job "
-                    "in a loop of its own and cannot do so inside a running event loop; use `await push()`"
+                    f"job {envelope.name!r}: dispatch_sync() to the sync connection {config.name!r} runs the job "
+                    "in a loop of its own and cannot do so inside a running event loop; use `await dispatch()`"
                 )
             # A loop of its own for this call: nothing that outlives it (the queue's pool) may be used.
             asyncio.run(self._run_inline(job, envelope, delay, own_loop=True))
@@ -237,7 +237,7 @@ class Queue:
         Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
         return envelope.id
 
-    async def push_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
+    async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
                         unique_for: float | None = None) -> list[uuid.UUID]:
@@ -245,10 +245,10 @@ class Queue:
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
         one database; with ``conn`` they join the caller's transaction. Every job is validated
-        as :meth:`push` does before anything is stored: one bad job stores none.
+        as :meth:`dispatch` does before anything is stored: one bad job stores none.
 
         ``unique_keys`` (one per job, None for a job without a key) makes it
-        :meth:`push_unique_many`: the ids returned are those of the jobs holding each key.
+        :meth:`dispatch_unique_many`: the ids returned are those of the jobs holding each key.
         """
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
@@ -257,12 +257,12 @@ class Queue:
             derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs
                        if getattr(type(j), "unique_by", None)}
             if len(derived) > 1:
-                raise QueueDispatchError("push_many: the jobs' classes derive unique keys of different scopes "
+                raise QueueDispatchError("dispatch_many: the jobs' classes derive unique keys of different scopes "
                                          f"{sorted(derived, key=str)}; dispatch them in one batch per scope")
             (unique_scope, unique_for), = derived
             unique_keys = [j.derived_unique_key() for j in jobs]
         if unique_keys is not None:
-            dispatched = await self.push_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
+            dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
                                                      conn=conn, delay=delay, queue=queue, connection=connection)
             return [d.id for d in dispatched]
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
@@ -276,19 +276,19 @@ class Queue:
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return encoded.ids
 
-    async def push_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
                                period: float | None = None, conn: Any = None,
                                delay: float | Iterable[float] = 0.0, queue: str | None = None,
                                connection: str | None = None) -> list[UniqueDispatch]:
-        """:meth:`push_unique` for many jobs, in one transaction (the caller's with ``conn``).
+        """:meth:`dispatch_unique` for many jobs, in one transaction (the caller's with ``conn``).
 
         ``keys`` has one key per job (None: that job has no key). A key repeated inside the
         batch, or held by an existing job, gives the holder's id with ``duplicate=True``. One
-        statement per job (unlike :meth:`push_many`): each needs its own conflict check.
+        statement per job (unlike :meth:`dispatch_many`): each needs its own conflict check.
         """
         jobs = list(jobs)
         if isinstance(keys, str) or len(keys) != len(jobs):
-            raise QueueDispatchError(f"push_unique_many: {len(jobs)} jobs need one key each (None for none), "
+            raise QueueDispatchError(f"dispatch_unique_many: {len(jobs)} jobs need one key each (None for none), "
                                      f"got {keys!r}"[:300])
         if not jobs:
             return []
@@ -320,7 +320,7 @@ class Queue:
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None) -> EncodedJobs:
-        """Fix, validate and encode the envelopes of :meth:`push_many` (nothing is stored)."""
+        """Fix, validate and encode the envelopes of :meth:`dispatch_many` (nothing is stored)."""
         settings = self.settings
         resolved: dict[str | None, ConnectionConfig] = {}
 
@@ -333,11 +333,11 @@ class Queue:
                 config = resolved[name] = settings.connection(name)
                 if config.driver == "sync":
                     raise QueueDispatchError(
-                        f"push_many cannot send job {type(job).name!r} to the sync connection {config.name!r}; "
+                        f"dispatch_many cannot send job {type(job).name!r} to the sync connection {config.name!r}; "
                         "dispatch sync jobs one by one"
                     )
                 if len({c.dsn for c in resolved.values()}) > 1:
-                    raise QueueDispatchError("push_many: all jobs must go to connections of the same database")
+                    raise QueueDispatchError("dispatch_many: all jobs must go to connections of the same database")
             return config
 
         return encode_many(jobs, connection_of, queue=queue)
@@ -350,11 +350,11 @@ class Queue:
             return None if one == 0 else [one] * len(names)
         if isinstance(delay, str | bytes | bool) or not isinstance(delay, Iterable):
             raise QueueConfigurationError(
-                f"push_many: delay must be a number of seconds or one per job, got {type(delay).__name__} {delay!r}"
+                f"dispatch_many: delay must be a number of seconds or one per job, got {type(delay).__name__} {delay!r}"
             )
         delays = list(delay)
         if len(delays) != len(names):
-            raise QueueDispatchError(f"push_many: {len(names)} jobs but {len(delays)} delays")
+            raise QueueDispatchError(f"dispatch_many: {len(names)} jobs but {len(delays)} delays")
         return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
     async def _run_inline(self, job: Job, envelope: Envelope, delay: float, *, own_loop: bool = False) -> None:
@@ -371,7 +371,7 @@ class Queue:
         dsn = self.settings.database_dsn()
         database = self.settings.connection("database")
         decisions = _InlineDecisions(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
-        context = JobContext(job_id=envelope.id, token=0, attempts=1, max_tries=1, queue=envelope.queue,
+        context = JobContext(job_id=envelope.id, token=0, attempts=1, tries=1, queue=envelope.queue,
                              connection=envelope.connection, lease_seconds_left=envelope.timeout,
                              decisions=decisions)
         # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
@@ -555,7 +555,7 @@ class _InlineDecisions:
         self._envelope = envelope
         self._own_loop = own_loop
 
-    async def delete(self, job_id: uuid.UUID, token: int) -> bool:
+    async def ack(self, job_id: uuid.UUID, token: int) -> bool:
         return True
 
     async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
@@ -601,7 +601,7 @@ class _InlineDecisions:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleInfo:
-    """A periodic job as ``Queue.schedules()`` and ``pgqueue schedule:list`` show it."""
+    """A periodic job as ``Client.schedules()`` and ``pgqueue schedule:list`` show it."""
 
     name: str
     expression: str
@@ -619,21 +619,21 @@ class ScheduleInfo:
                 "next_tick": self.next_tick.isoformat()}
 
 
-_default: Queue | None = None
+_default: Client | None = None
 
 
-def default_queue() -> Queue:
-    """The process-wide default Queue, built from configuration on first use."""
+def default_client() -> Client:
+    """The process-wide default Client, built from configuration on first use."""
     global _default  # noqa: PLW0603
     if _default is None:
-        _default = Queue()
+        _default = Client()
     return _default
 
 
-def set_default_queue(queue: Queue | None) -> None:
+def set_default_client(client: Client | None) -> None:
     """Make ``queue`` the one :meth:`Job.dispatch` uses when no ``using=`` is given."""
     global _default  # noqa: PLW0603
-    _default = queue
+    _default = client
 
 
-set_default_dispatcher(default_queue)
+set_default_dispatcher(default_client)
