@@ -124,7 +124,8 @@ def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None
         assert page.locator("[data-testid=failures] tbody tr[data-failure]").count() == 3
         page.fill("input[name=name]", "app:send_digest")
         page.click("form.filters button[type=submit]")
-        assert page.locator("tbody tr[data-failure]").count() == 1
+        # count() does not wait for the filtered page: to_have_count() does (until it matches).
+        expect(page.locator("tbody tr[data-failure]")).to_have_count(1)
         assert "template missing" in page.locator("tbody").inner_text()
 
         # The detail of the failure with a secret: masked in args, message and traceback.
@@ -181,7 +182,7 @@ def test_jobs_search_and_a_job_with_its_lease(dsn: str, page: Any) -> None:
         page.goto(server.url + "/jobs")
         page.fill("input[name=queue]", "reports")
         page.click("form.filters button[type=submit]")
-        assert page.locator("[data-testid=jobs] tbody tr[data-job]").count() == 2
+        expect(page.locator("[data-testid=jobs] tbody tr[data-job]")).to_have_count(2)
         page.fill("input[name=id]", str(made.reserved))
         page.fill("input[name=queue]", "")
         page.click("form.filters button[type=submit]")
