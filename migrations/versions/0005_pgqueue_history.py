@@ -6,8 +6,8 @@ Create Date: 2026-11-30
 
 sql/revisions/0005/0005_schema.sql adds pgqueue.job_stats (per-minute outcome counts, handler
 durations and queue latencies per queue and job name), pgqueue.completed_jobs (acked jobs kept
-for audit with keep_completed) and jobs.due_at (where the queue latency starts). New function:
-record_outcomes. ack, release and fail get overloads that take the handler's run time (the old
+for audit with keep_completed) and jobs.due_at (where the queue latency starts). New functions:
+record_outcomes, prune_history. ack, release and fail get overloads that take the handler's run time (the old
 calls keep working and count too); ack, release, fail, cancel and reserve write the history.
 """
 
@@ -36,6 +36,8 @@ FILES = {
         "598614ec50534739d1dac7025281e8dd99f304e1f92d678ff1e0020a5aeab21d",
     "revisions/0005/functions/cancel.sql":
         "aac6f329a46e2a7e16ae3eacd210261e5347fa88d759cf9d9a5d2827a87190ff",
+    "revisions/0005/functions/prune_history.sql":
+        "x",
     "revisions/0005/functions/reserve.sql":
         "dd8f86ec09b5f1a147bc9458f464892465ce08d3902edd3c8d872e045b6170cd",
 }
@@ -44,7 +46,7 @@ FILES = {
 # (ack, release and fail of 0002; cancel and reserve of 0004).
 DOWNGRADE_FILES = {
     "revisions/0005/downgrade.sql":
-        "64be6a0ae1721c361fe5e75f3a97251faffa19928e6892317735c7114a764121",
+        "6e1eb20529eab92d754bd675d6db78416b74b358467f219286f52b7dad7e4d6f",
     "revisions/0002/functions/ack.sql":
         "c5109c82f248a074e38a88f5f5eb1d7e87b071efbf030417205548c46cc7ceff",
     "revisions/0002/functions/release.sql":

@@ -4,6 +4,7 @@
 drop function pgqueue.ack(uuid[], bigint[], double precision[], double precision[], boolean);
 drop function pgqueue.release(uuid, bigint, double precision, double precision, double precision);
 drop function pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision);
+drop function pgqueue.prune_history(double precision, double precision, integer);
 drop function pgqueue.record_outcomes(text, text[], text[], double precision[], double precision[]);
 drop table pgqueue.job_stats;
 drop table pgqueue.completed_jobs;
