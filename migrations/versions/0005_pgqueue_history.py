@@ -37,7 +37,7 @@ FILES = {
     "revisions/0005/functions/cancel.sql":
         "aac6f329a46e2a7e16ae3eacd210261e5347fa88d759cf9d9a5d2827a87190ff",
     "revisions/0005/functions/prune_history.sql":
-        "x",
+        "ec574c80b92c28fb8a37d6f9e06520cf76770cab7aa59a12dc1fbfc55edc43bb",
     "revisions/0005/functions/reserve.sql":
         "dd8f86ec09b5f1a147bc9458f464892465ce08d3902edd3c8d872e045b6170cd",
 }
