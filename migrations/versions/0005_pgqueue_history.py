@@ -39,7 +39,7 @@ FILES = {
     "revisions/0005/functions/prune_history.sql":
         "ec574c80b92c28fb8a37d6f9e06520cf76770cab7aa59a12dc1fbfc55edc43bb",
     "revisions/0005/functions/reserve.sql":
-        "dd8f86ec09b5f1a147bc9458f464892465ce08d3902edd3c8d872e045b6170cd",
+        "42f954ab9f6bb758a0d4119eb8580f74a5baf136478ac42f720e2424bb22d8d1",
 }
 
 # The downgrade to 0004: drop what 0005 added, then the frozen functions it replaced again

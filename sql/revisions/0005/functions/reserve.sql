@@ -116,7 +116,7 @@ begin
                                        else 'attempts_exhausted' end as reason
                     ),
                     moved as (
-                        insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, message, reason)
+                        insert into pgqueue.failed_jobs as f (job_id, connection, queue, envelope, attempts, message, reason)
                         select d.id, coalesce(d.envelope->>'connection', 'database'), d.queue, d.envelope, d.attempts,
                            case d.reason
                                when 'deadline_passed' then 'the job''s retry_until deadline passed before it could run again'
@@ -126,7 +126,7 @@ begin
                                else format('all %s tries were used', d.attempts) end,
                            d.reason
                         from doomed d
-                        returning queue, envelope->>'name' as name
+                        returning f.queue, f.envelope->>'name' as name
                     )
                     select array_agg(m.queue), array_agg(m.name) into v_doomed_queues, v_doomed_names from moved m;
                     perform pgqueue.record_outcomes('failed', v_doomed_queues, v_doomed_names, null, null);
