@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +19,7 @@ from psycopg.types.json import Jsonb
 from pgqueue import Client, JobContext, QueueConfigurationError
 from pgqueue.worker import maintenance
 from pgqueue.worker.maintenance import Maintenance
-from tests.cli_support import enqueue, pgqueue
+from tests.cli_support import cli_env, command, enqueue, pgqueue
 from tests.helpers import envelope
 from tests.worker_jobs import Once, Probe, Retrying
 from tests.worker_support import client, finish, hooks
@@ -235,6 +237,20 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
     header, row = text.stdout.splitlines()[:2]
     assert header.split()[-6:] == ["DONE", "1M", "DONE", "5M", "DONE", "15M"]
     assert row.split()[-3:] == ["5", "5", "5"]
+
+    # --watch --json: one document per line, until interrupted (a clean exit).
+    watch = subprocess.Popen([*command(), "queue:status", "--watch", "--json", "--interval", "0.2", "--dsn", dsn],
+                             cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watch.stdout is not None
+        documents = [json.loads(watch.stdout.readline()) for _ in range(2)]
+        assert [d["queues"][0]["queue"] for d in documents] == ["mail", "mail"]
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=30) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
 
     history = pgqueue("queue:history", "--json", "--queue", "mail", "--dsn", dsn, cwd=tmp_path)
     assert history.returncode == 0, history.stderr
