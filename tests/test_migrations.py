@@ -318,6 +318,25 @@ def test_downgrading_0002_restores_what_0001_installed(empty_dsn: str, pg_admin_
     _works(empty_dsn)
 
 
+def test_downgrading_0005_restores_what_0004_installed_and_keeps_the_jobs(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0004")
+    at_0004 = schema_snapshot(empty_dsn)
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # history written, a job reserved at 0005
+        enqueue(conn, envelope("kept"))
+        enqueue(conn, envelope("kept"))
+        [first, _] = reserve(conn, ["kept"], 2)
+        conn.execute("select * from pgqueue.ack(array[%s]::uuid[], array[%s]::bigint[])", (first["id"], first["token"]))
+        assert conn.execute("select sum(succeeded) from pgqueue.job_stats").fetchone() == (1,)
+    migrate.downgrade(empty_dsn, "pgqueue_0004")
+    assert _version(empty_dsn) == ["pgqueue_0004"]
+    assert schema_snapshot(empty_dsn) == at_0004
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
+    migrate.upgrade(empty_dsn)
+    _works(empty_dsn)
+
+
 def test_0001_still_installs_functions_without_a_pinned_search_path(empty_dsn: str) -> None:
     # Revision 0001 installs today what it installed when it shipped (its frozen files), so a
     # database at 0001 has exactly the functions of every other database at 0001.
@@ -356,7 +375,7 @@ def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
 
 def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
     modules = _revision_modules()
-    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", HEAD]
+    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", "pgqueue_0004", HEAD]
     listed: dict[str, str] = {}
     for module in modules.values():
         for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):
