@@ -107,6 +107,8 @@ class Maintenance:
         self._pruned_at: float | None = None
         #: Rows deleted by :meth:`prune`: (job_stats, completed_jobs).
         self.pruned = (0, 0)
+        #: Set once pruning was refused for lack of privilege: this worker no longer prunes.
+        self.prune_refused = False
         #: Set once VACUUM was refused for lack of privilege: maintenance has stopped.
         self.refused = False
 
@@ -139,9 +141,16 @@ class Maintenance:
         Prunes the history first when ``prune_interval`` has passed since the last prune.
         """
         now = time.monotonic()
-        if self._pruned_at is None or now - self._pruned_at >= self.prune_interval:
+        if not self.prune_refused and (self._pruned_at is None or now - self._pruned_at >= self.prune_interval):
             self._pruned_at = now
-            await self.prune()
+            try:
+                await self.prune()
+            except pg_errors.InsufficientPrivilege as exc:
+                self.prune_refused = True
+                logger.warning(
+                    "pgqueue: this worker's role may not prune pgqueue.job_stats and pgqueue.completed_jobs (%s); "
+                    "run sql/roles/least_privilege.sql again after migrating (it grants pgqueue.prune_history to "
+                    "pgqueue_worker), or prune them as the owner", exc.diag.message_primary or exc)
         if self.refused or self._dsn is None:
             return False
         health = await self.check()
