@@ -305,7 +305,11 @@ def test_limits_are_set_cleared_and_bad_values_named(dsn: str, page: Any) -> Non
         form = page.locator("[data-testid=limits-emails]")
         expect(form.locator("input[name=concurrency]")).to_have_value("3")
         expect(form.locator("input[name=rate]")).to_have_value("100/s")
+        page.locator("tr[data-queue=reports] button:text('Pause')").click()
+        page.wait_for_url(re.compile(r"msg=paused"))
+        expect(page.locator("tr[data-queue=reports] [data-col=state]")).to_have_text("paused")
         page.screenshot(path=str(DOCS / "dashboard-queues.png"), full_page=True)
+        form = page.locator("[data-testid=limits-emails]")
 
         # A bad value: shown as an error naming it, and nothing changes.
         form.locator("input[name=concurrency]").fill("0")
