@@ -38,7 +38,7 @@ FAMILY_A = {"anyelement": "{}", "anynonarray": "{}", "anyarray": "{}[]"}
 FAMILY_B = {"anycompatible": "{}", "anycompatiblenonarray": "{}", "anycompatiblearray": "{}[]"}
 # How an imitation of a built-in aggregate steps (its state is its result).
 AGGREGATE_STEPS = {"array_agg": "pg_catalog.array_append($1, $2)", "max": "greatest($1, $2)",
-                   "min": "least($1, $2)", "bool_or": "$1 or $2", "count": "$1 + 1"}
+                   "min": "least($1, $2)", "bool_or": "$1 or $2", "count": "$1 + 1", "sum": "$1 + $2"}
 OPERATOR_SYMBOLS = re.compile(r"(?<![-+*/<>=~!@#%^&|`?])([-+*/<>=~!@#%^&|?]+)(?![-+*/<>=~!@#%^&|`?])")
 CALLS = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
