@@ -118,10 +118,10 @@ def test_the_old_calls_from_psql_keep_working_and_count(conn: psycopg.Connection
         conn.execute("select * from pgqueue.ack(array[%s]::uuid[], array[1]::bigint[], array[1, 2]::float8[], "
                      "null, false)", (d,))
     # Reserve's doomed path: a job released on its last try is moved to failed_jobs, and counted.
-    conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope(tries=1, name="tests:doomed")),))
-    [(e, te)] = conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)").fetchall()
+    conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1, name="tests:doomed")),))
+    [(e, te)] = conn.execute("select id, token from pgqueue.reserve(array['doomed'], 1, 60)").fetchall()
     assert conn.execute("select pgqueue.release(%s, %s, 0)", (e, te)).fetchone() == (True,)
-    assert conn.execute("select * from pgqueue.reserve(array['default'], 1, 60)").fetchall() == []
+    assert conn.execute("select * from pgqueue.reserve(array['doomed'], 1, 60)").fetchall() == []
     assert conn.execute("select reason from pgqueue.failed_jobs where job_id = %s", (e,)).fetchone() \
         == ("attempts_exhausted",)
     assert totals(conn, "tests:doomed") == {"succeeded": 0, "failed": 1, "retried": 1, "cancelled": 0,
@@ -220,7 +220,8 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
     enqueue(conn, "mail", delay=600)
     conn.execute("insert into pgqueue.job_stats (minute, queue, name, shard, succeeded, failed, retried, cancelled,"
                  " duration_count, duration_sum, duration_max) "
-                 "values (date_trunc('minute', now()), 'mail', 'app:Send', 0, 4, 1, 2, 1, 5, 2.5, 1.0)")
+                 "values (date_trunc('minute', now()) - interval '2 minutes', 'mail', 'app:Send', 0, 4, 1, 2, 1, 5, 2.5,"
+                 " 1.0)")
     conn.execute("select pgqueue.pause('mail')")
     status = pgqueue("queue:status", "--json", "--dsn", dsn, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
@@ -230,13 +231,15 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
     assert mail == {"queue": "mail", "ready": 1, "delayed": 1, "reserved": 0, "expired": 0, "failed": 0,
                     "oldest_ready_age": mail["oldest_ready_age"], "paused": True, "concurrency": None,
                     "rate_limit": None, "rate_period": None,
-                    "throughput": {w: {"succeeded": 4, "failed": 1, "retried": 2, "cancelled": 1}
-                                   for w in ("1", "5", "15")}}
+                    # Two minutes ago: outside the last minute, inside the last 5 and 15.
+                    "throughput": {"1": {"succeeded": 0, "failed": 0, "retried": 0, "cancelled": 0},
+                                   **{w: {"succeeded": 4, "failed": 1, "retried": 2, "cancelled": 1}
+                                      for w in ("5", "15")}}}
     text = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     header, row = text.stdout.splitlines()[:2]
     assert header.split()[-6:] == ["DONE", "1M", "DONE", "5M", "DONE", "15M"]
-    assert row.split()[-3:] == ["5", "5", "5"]
+    assert row.split()[-3:] == ["0", "5", "5"]
 
     # --watch --json: one document per line, until interrupted (a clean exit).
     watch = subprocess.Popen([*command(), "queue:status", "--watch", "--json", "--interval", "0.2", "--dsn", dsn],
