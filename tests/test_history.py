@@ -220,8 +220,8 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
     enqueue(conn, "mail", delay=600)
     conn.execute("insert into pgqueue.job_stats (minute, queue, name, shard, succeeded, failed, retried, cancelled,"
                  " duration_count, duration_sum, duration_max) "
-                 "values (date_trunc('minute', now()) - interval '2 minutes', 'mail', 'app:Send', 0, 4, 1, 2, 1, 5, 2.5,"
-                 " 1.0)")
+                 "values (date_trunc('minute', now()) - interval '2 minutes', 'mail', 'app:Send', 0, 4, 1, 2, 1,"
+                 " 5, 2.5, 1.0)")
     conn.execute("select pgqueue.pause('mail')")
     status = pgqueue("queue:status", "--json", "--dsn", dsn, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
