@@ -40,9 +40,9 @@ __all__ = ["Scope", "Worker", "WorkerStats", "default_prefetch"]
 
 
 def default_prefetch(concurrency: int) -> int:
-    """The default ``prefetch`` of a worker: as many jobs again as its concurrency, at least
-    20 and at most 200 (measured: see the README's "Prefetch")."""
-    return min(200, max(20, concurrency))
+    """The default ``prefetch`` of a worker: ten times its concurrency, at least 50 and at most
+    500 (measured: see the README's "Prefetch")."""
+    return min(500, max(50, 10 * concurrency))
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Worker:
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
         prefetch: jobs reserved beyond the free slots into a local buffer, so one reservation
             (one round trip, one commit) serves many more jobs than the slots that freed
-            (default :func:`default_prefetch`: ``min(200, max(20, concurrency))``; 0: reserve
+            (default :func:`default_prefetch`: ``min(500, max(50, 10 * concurrency))``; 0: reserve
             only what the free slots take). A worker holds at most ``concurrency + prefetch``
             reservations; the buffer is refilled once it is down to half. Buffered jobs are
             leased: the heartbeat renews them, one whose lease is about to end or was lost is
