@@ -7,9 +7,23 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from pgqueue import Client, JobContext, Worker
 from tests.worker_jobs import Patient, Probe, Retrying
-from tests.worker_support import Runs, client, failures, finish, hooks, jobs, runs, scalar, settings_for, wait_event
+from tests.worker_support import (
+    Runs,
+    client,
+    failures,
+    finish,
+    hooks,
+    jobs,
+    runs,
+    scalar,
+    settings_for,
+    wait_event,
+    wait_until,
+)
 
 __all__ = ["client", "hooks", "runs"]
 
@@ -71,8 +85,9 @@ async def test_high_job_arriving_meanwhile_waits_behind_at_most_the_prefetched_j
                      ("default", 4)]
 
 
+@pytest.mark.parametrize("prefetch", [0, 4])
 async def test_no_more_handlers_run_at_once_than_the_concurrency(client: Client, hooks: Any, runs: Runs,
-                                                                  dsn: str) -> None:
+                                                                  dsn: str, prefetch: int) -> None:
     concurrency = 3
     running = peak = 0
     full = asyncio.Event()
@@ -93,12 +108,13 @@ async def test_no_more_handlers_run_at_once_than_the_concurrency(client: Client,
 
     hooks("hold", hold)
     await client.dispatch_many([Probe(hook="hold", n=n) for n in range(10)])
-    worker = await client.worker(concurrency=concurrency, listen=False)
+    worker = await client.worker(concurrency=concurrency, listen=False, prefetch=prefetch)
     task = runs.start(worker, stop_when_empty=True)
 
     await wait_event(full, f"{concurrency} handlers to run at once")
-    # While all slots are busy, the worker holds exactly `concurrency` reservations.
-    assert await scalar(dsn, "select count(*) from pgqueue.jobs where token is not null") == concurrency
+    # While all slots are busy, the worker holds exactly `concurrency + prefetch` reservations.
+    await wait_until(lambda: len(worker.fetcher.buffer) == prefetch, "the buffer to fill")
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs where token is not null") == concurrency + prefetch
     gate.set()
 
     assert await finish(task, "the worker to drain the queue") == 10
