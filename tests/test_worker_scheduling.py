@@ -7,9 +7,23 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from pgqueue import Client, JobContext, Worker
 from tests.worker_jobs import Patient, Probe, Retrying
-from tests.worker_support import Runs, client, failures, finish, hooks, jobs, runs, scalar, settings_for, wait_event
+from tests.worker_support import (
+    Runs,
+    client,
+    failures,
+    finish,
+    hooks,
+    jobs,
+    runs,
+    scalar,
+    settings_for,
+    wait_event,
+    wait_until,
+)
 
 __all__ = ["client", "hooks", "runs"]
 
@@ -44,14 +58,36 @@ async def test_high_job_arriving_meanwhile_runs_before_the_rest_of_default(clien
     hooks("order", record)
     for n in range(3):
         await client.dispatch(Probe(hook="order", n=n), queue="default")
-    worker = await client.worker(queues=("high", "default"), concurrency=1, listen=False)
+    worker = await client.worker(queues=("high", "default"), concurrency=1, listen=False, prefetch=0)
 
     assert await finish(worker.run(stop_when_empty=True), "the worker to drain both queues") == 4
     assert order == [("default", 0), ("high", 100), ("default", 1), ("default", 2)]
 
 
+async def test_high_job_arriving_meanwhile_waits_behind_at_most_the_prefetched_jobs(client: Client,
+                                                                                     hooks: Any) -> None:
+    order: list[tuple[str, int]] = []
+
+    async def record(job: Probe, context: JobContext) -> None:
+        order.append((context.queue, job.n))
+        if job.n == 0:
+            await client.dispatch(Probe(hook="order", n=100), queue="high")
+
+    hooks("order", record)
+    for n in range(5):
+        await client.dispatch(Probe(hook="order", n=n), queue="default")
+    # Concurrency 1 + prefetch 2: jobs 0, 1 and 2 are reserved at once; the high job dispatched
+    # while 0 runs waits behind the two buffered ones, then comes before 3 and 4.
+    worker = await client.worker(queues=("high", "default"), concurrency=1, listen=False, prefetch=2)
+
+    assert await finish(worker.run(stop_when_empty=True), "the worker to drain both queues") == 6
+    assert order == [("default", 0), ("default", 1), ("default", 2), ("high", 100), ("default", 3),
+                     ("default", 4)]
+
+
+@pytest.mark.parametrize("prefetch", [0, 4])
 async def test_no_more_handlers_run_at_once_than_the_concurrency(client: Client, hooks: Any, runs: Runs,
-                                                                  dsn: str) -> None:
+                                                                  dsn: str, prefetch: int) -> None:
     concurrency = 3
     running = peak = 0
     full = asyncio.Event()
@@ -72,12 +108,13 @@ async def test_no_more_handlers_run_at_once_than_the_concurrency(client: Client,
 
     hooks("hold", hold)
     await client.dispatch_many([Probe(hook="hold", n=n) for n in range(10)])
-    worker = await client.worker(concurrency=concurrency, listen=False)
+    worker = await client.worker(concurrency=concurrency, listen=False, prefetch=prefetch)
     task = runs.start(worker, stop_when_empty=True)
 
     await wait_event(full, f"{concurrency} handlers to run at once")
-    # While all slots are busy, the worker holds exactly `concurrency` reservations.
-    assert await scalar(dsn, "select count(*) from pgqueue.jobs where token is not null") == concurrency
+    # While all slots are busy, the worker holds exactly `concurrency + prefetch` reservations.
+    await wait_until(lambda: len(worker.fetcher.buffer) == prefetch, "the buffer to fill")
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs where token is not null") == concurrency + prefetch
     gate.set()
 
     assert await finish(task, "the worker to drain the queue") == 10

@@ -24,7 +24,7 @@ async def main(args: argparse.Namespace) -> int:
         overrides["timeout"] = args.timeout
     async with Client(settings=settings_for(args.dsn, **overrides)) as client:
         worker = await client.worker(queues=args.queues.split(","), concurrency=args.concurrency,
-                                    lease=args.lease, poll_interval=args.poll_interval)
+                                    lease=args.lease, poll_interval=args.poll_interval, prefetch=args.prefetch)
         worker.install_signal_handlers()
         processed = await worker.run()
     print(processed, flush=True)
@@ -40,6 +40,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--lease-margin", type=float, default=None)
     parser.add_argument("--timeout", type=float, default=None, help="the connection's job timeout")
     parser.add_argument("--poll-interval", type=float, default=5.0)
+    parser.add_argument("--prefetch", type=int, default=None)
     return parser.parse_args(argv)
 
 

@@ -149,6 +149,10 @@ def queue_work(
         "--queue", "-q", metavar="QUEUES",
         help="Queues in priority order, comma-separated (default: the connection's queue).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Handlers running at once.")] = 10,
+    prefetch: Annotated[int | None, typer.Option(
+        "--prefetch", min=0, metavar="N",
+        help="Jobs reserved beyond the free slots into a local buffer (default: min(500, max(50, "
+             "10 x concurrency)); 0: only what the free slots take).")] = None,
     stop_when_empty: Annotated[bool, typer.Option(
         "--stop-when-empty", help="Exit once no job is ready (delayed jobs may remain).")] = False,
     max_jobs: Annotated[int | None, typer.Option(
@@ -224,12 +228,13 @@ def queue_work(
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, lease=lease, poll_interval=poll_interval,
                            drain_timeout=drain_timeout, listen=listen,
-                           maintenance_interval=maintenance_interval, history_retention=history_hours * 3600,
+                           maintenance_interval=maintenance_interval, prefetch=prefetch,
+                           history_retention=history_hours * 3600,
                            keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600)))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
-                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | None]) -> None:
+                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | int | None]) -> None:
     async with found.client() as client:
         worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
         worker.install_signal_handlers()

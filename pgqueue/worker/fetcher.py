@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import logging
+import time
+import uuid
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -13,6 +17,7 @@ from pgqueue.storage import is_transient, translate
 from pgqueue.store import Reservation, Store
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
+from pgqueue.worker.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from pgqueue.worker.worker import WorkerStats
@@ -20,31 +25,90 @@ if TYPE_CHECKING:
 logger = logging.getLogger("pgqueue.worker")
 
 
+class Prefetched:
+    """A reserved job waiting in the fetcher's buffer for a free slot (see :class:`Fetcher`).
+
+    The heartbeat renews its lease while it waits (it is a lease holder like a running
+    handler's context): a renewal moves :attr:`deadline`; a refused one (the lease was lost,
+    or the job was cancelled or cleared) marks it :attr:`finished` and it is never started.
+    """
+
+    __slots__ = ("deadline", "finished", "reservation")
+
+    def __init__(self, reservation: Reservation, received: float) -> None:
+        self.reservation = reservation
+        #: When the lease ends (``time.monotonic()`` clock), measured from before the reservation.
+        self.deadline = received + reservation.lease_seconds_left
+        #: Dropped (lease lost or job cancelled): not to be started nor handed back.
+        self.finished = False
+
+    @property
+    def id(self) -> uuid.UUID:
+        return self.reservation.id
+
+    @property
+    def token(self) -> int:
+        return self.reservation.token
+
+    @property
+    def attempts(self) -> int:
+        return self.reservation.attempts
+
+    def _lease_renewed(self, ends_at: float) -> None:
+        self.deadline = max(self.deadline, ends_at)
+
+    def _lease_lost(self) -> bool:
+        if self.finished:
+            return False
+        self.finished = True
+        return True
+
+
 class Fetcher:
     """The reserve loop of one worker (:meth:`run`).
 
-    While slots are free it reserves up to that many jobs of ``queues`` (in order) in one
-    statement, sending the completer's pending acks in the same transaction, and starts an
-    :class:`Executor` task per reservation. After a full batch it waits briefly for more slots
-    (:meth:`_gather_slots`) so the next reservation is a batch too. With nothing to reserve it
-    sleeps until notified (:meth:`wake`), until the next delayed job is due, or for
-    ``poll_interval`` at most.
+    It reserves jobs of ``queues`` (in order) in one statement, sending the completer's
+    pending acks in the same transaction, into a local buffer, and starts an
+    :class:`Executor` task per buffered job while slots are free. With ``prefetch`` > 0 the
+    buffer holds up to ``prefetch`` jobs beyond the free slots, and it is refilled (up to
+    ``concurrency + prefetch`` held in all) once it is down to ``min(prefetch // 2, concurrency)``:
+    one reservation serves
+    many more jobs than the slots that freed, so the per-reservation cost (round trip,
+    commit, plpgsql) is spread over them. Buffered jobs are leased: the heartbeat renews
+    them, one whose lease is about to end (``lease_margin``) or was lost is not started, a
+    cancelled one (``pgqueue_cancel``) is dropped, and on stop the buffer is handed back
+    unstarted (``pgqueue.release_unstarted``: the attempt does not count).
+
+    With ``prefetch = 0`` it reserves exactly the free slots, and after a full batch it waits
+    briefly for more slots (:meth:`_gather_slots`, at most ``fetch_cooldown``) so the next
+    reservation is a batch too. With nothing to reserve it sleeps until notified
+    (:meth:`wake`), until the next delayed job is due, or for ``poll_interval`` at most.
     """
 
     def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,
                  queues: list[str], lease: float, concurrency: int, poll_interval: float,
-                 fetch_cooldown: float) -> None:
+                 fetch_cooldown: float, prefetch: int = 0, heartbeat: Heartbeat | None = None) -> None:
         self._store = store
         self._completer = completer
         self._executor = executor
         self._stats = stats
+        self._heartbeat = heartbeat
         self.queues = queues
         self.lease = lease
         self.concurrency = concurrency
+        self.prefetch = prefetch
+        #: The buffer is refilled once it holds this many jobs or fewer.
+        self.low_water = min(prefetch // 2, concurrency)
         self.poll_interval = poll_interval
         self.fetch_cooldown = fetch_cooldown
         #: The executions in progress.
         self.running: set[asyncio.Task[bool]] = set()
+        #: Reserved jobs waiting for a slot, oldest reservation first.
+        self.buffer: collections.deque[Prefetched] = collections.deque()
+        self._buffered: dict[uuid.UUID, Prefetched] = {}
+        #: Buffered jobs not started because their lease was about to end, or was lost.
+        self.expired = 0
+        self._to_hand_back: list[Prefetched] = []
         self._wakeup = asyncio.Event()
         self._rescheduled = asyncio.Event()
         self._slot_free = asyncio.Event()
@@ -62,59 +126,153 @@ class Fetcher:
         self._rescheduled.set()
 
     def stop(self) -> None:
-        """Stop reserving; wake the loop so it returns."""
+        """Stop reserving; wake the loop so it returns (handing back the buffer)."""
         self.stopping = True
         self._wakeup.set()
         self._slot_free.set()
 
+    def cancel(self, payload: str) -> None:
+        """A ``pgqueue_cancel`` notification: a buffered job of that id is dropped, never started."""
+        try:
+            job_id = uuid.UUID(payload)
+        except ValueError:
+            return
+        item = self._buffered.get(job_id)
+        if item is not None and item._lease_lost():
+            logger.warning("pgqueue: job %s was cancelled while waiting in the prefetch buffer; it is not run",
+                           job_id)
+
     async def run(self, stop_when_empty: bool, max_jobs: int | None) -> None:
-        """Reserve and start executions until stopped (or empty / ``max_jobs`` reservations)."""
+        """Reserve and start executions until stopped (or empty / ``max_jobs`` reservations);
+        the jobs still buffered are then handed back."""
+        try:
+            await self._loop(stop_when_empty, max_jobs)
+        finally:
+            self.stopping = True  # a slot freed from now on starts nothing
+            items, self._to_hand_back = self._to_hand_back + self._drain_buffer(), []
+            await asyncio.shield(self._hand_back(items))
+
+    async def _loop(self, stop_when_empty: bool, max_jobs: int | None) -> None:
         backoff = 0.05
+        exhausted = False  # the last reservation came back short: nothing more was ready
         while not self.stopping:
-            free = self.concurrency - len(self.running)
+            self._fill_slots()
+            if self._to_hand_back:
+                expired, self._to_hand_back = self._to_hand_back, []
+                await self._hand_back(expired)
+            running, buffered = len(self.running), len(self.buffer)
+            free = self.concurrency - running
+            room = self.concurrency + self.prefetch - running - buffered
             if max_jobs is not None:
-                free = min(free, max_jobs - self._stats.reserved)
-                if free <= 0 and self._stats.reserved >= max_jobs:
+                room = min(room, max_jobs - self._stats.reserved - buffered)
+                if room <= 0 and not buffered and self._stats.reserved >= max_jobs:
                     return
-            if free <= 0:
+            if self._wakeup.is_set():
+                exhausted = False
+            if room > 0 and buffered <= self.low_water and not exhausted:
+                self._wakeup.clear()
+                try:
+                    reservations = await self._reserve_shielded(room)
+                except Exception as exc:
+                    if is_transient(exc):
+                        logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
+                    elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
+                        # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
+                        # expired final attempt) must not kill the worker: keep trying with backoff.
+                        logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
+                                     type(exc).__name__, exc, backoff)
+                    elif isinstance(exc, psycopg.Error):
+                        # Not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault.
+                        raise translate(exc, "reserving jobs") from exc
+                    else:
+                        raise
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                backoff = 0.05
+                exhausted = len(reservations) < room
+                if reservations:
+                    self._add_to_buffer(reservations)
+                    self._fill_slots()
+                    if not exhausted and self.prefetch == 0:
+                        await self._gather_slots()
+                continue
+            if buffered or free <= 0:
+                # Slots full (buffered jobs wait for one), or the buffer is still half full.
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            self._wakeup.clear()
-            try:
-                reservations = await self._reserve_shielded(free)
-            except Exception as exc:
-                if is_transient(exc):
-                    logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
-                elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
-                    # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
-                    # expired final attempt) must not kill the worker: keep trying with backoff.
-                    logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
-                                 type(exc).__name__, exc, backoff)
-                elif isinstance(exc, psycopg.Error):
-                    # Not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault.
-                    raise translate(exc, "reserving jobs") from exc
-                else:
-                    raise
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            backoff = 0.05
-            for reservation in reservations:
-                self._start(reservation)
-            if len(reservations) == free:
-                await self._gather_slots()
-                continue
+            # Nothing buffered, slots free, and the last reservation found nothing more.
             if stop_when_empty:
                 if self.running:
                     # A running handler may release its job for an immediate retry.
                     self._slot_free.clear()
                     await self._slot_free.wait()
+                    exhausted = False
                     continue
-                if not reservations:
-                    return
-                continue
+                return
             await self._idle_wait()
+            exhausted = False
+
+    # ------------------------------------------------------------------ buffer
+    def _add_to_buffer(self, reservations: list[Reservation]) -> None:
+        received = time.monotonic() - 0.001  # errs on the early side: the lease began before the answer
+        heartbeat = self._heartbeat
+        for reservation in reservations:
+            item = Prefetched(reservation, received)
+            self.buffer.append(item)
+            self._buffered[reservation.id] = item
+            if heartbeat is not None:
+                heartbeat.hold(item)
+
+    def _take(self) -> Prefetched:
+        item = self.buffer.popleft()
+        del self._buffered[item.id]
+        if self._heartbeat is not None:
+            self._heartbeat.drop(item)
+        return item
+
+    def _fill_slots(self) -> None:
+        """Start buffered jobs while slots are free (called by the loop and as each execution
+        ends, so a freed slot is filled at once, even while a reservation is in flight). A job
+        whose lease is about to end is kept for the loop to hand back: started, it would have
+        no time left to run."""
+        if not self.buffer or self.stopping:
+            return
+        now = time.monotonic()
+        margin = self._executor.lease_margin
+        while self.buffer and len(self.running) < self.concurrency:
+            item = self._take()
+            if item.finished:  # cancelled, or its lease was lost
+                self.expired += 1
+                continue
+            left = item.deadline - now
+            if left <= margin:
+                self.expired += 1
+                self._to_hand_back.append(item)
+                continue
+            reservation = item.reservation
+            if left < reservation.lease_seconds_left:
+                reservation = dataclasses.replace(reservation, lease_seconds_left=left)
+            self._start(reservation)
+
+    def _drain_buffer(self) -> list[Prefetched]:
+        items: list[Prefetched] = []
+        while self.buffer:
+            item = self._take()
+            if not item.finished:
+                items.append(item)
+        return items
+
+    async def _hand_back(self, items: list[Prefetched]) -> None:
+        """Release buffered jobs unstarted (fenced; the attempt does not count)."""
+        if not items:
+            return
+        try:
+            await self._store.release_unstarted([i.id for i in items], [i.token for i in items])
+        except Exception as exc:
+            logger.warning("pgqueue: could not hand back %d buffered jobs (%s); they return when their "
+                           "leases expire", len(items), exc)
 
     # ------------------------------------------------------------------ reserve
     async def _reserve_shielded(self, limit: int) -> list[Reservation]:
@@ -154,6 +312,7 @@ class Fetcher:
 
     def _finished(self, task: asyncio.Task[bool]) -> None:
         self.running.discard(task)
+        self._fill_slots()
         self._slot_free.set()
         if task.cancelled():
             self._stats.processed += 1

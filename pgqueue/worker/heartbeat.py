@@ -6,18 +6,39 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
+from typing import Protocol
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pgqueue.context import JobContext
 from pgqueue.store import Store
 
 logger = logging.getLogger("pgqueue.worker")
 
 
+class Leased(Protocol):
+    """What the heartbeat renews: a running handler's context, or a job waiting in the prefetch buffer."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def token(self) -> int: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def _lease_renewed(self, ends_at: float) -> None: ...
+
+    def _lease_lost(self) -> bool: ...
+
+
 class Heartbeat:
-    """Every ``period`` seconds, renews the lease of every held handler to end ``lease``
+    """Every ``period`` seconds, renews the lease of every held handler (and prefetched job) to end ``lease``
     seconds later, with one fenced call of ``pgqueue.heartbeat`` for all of them.
 
     A renewed lease moves the handler's time limit (``context._lease_renewed``). A renewal
@@ -35,7 +56,7 @@ class Heartbeat:
         self._store = store
         self.lease = lease
         self.period = period
-        self._held: dict[JobContext, None] = {}
+        self._held: dict[Leased, None] = {}
         self._holding = asyncio.Event()
         #: Ticks that renewed (or tried to renew) at least one lease.
         self.ticks = 0
@@ -44,12 +65,12 @@ class Heartbeat:
         #: Ticks that failed (database error); the handlers' own time limits protect their leases.
         self.failures = 0
 
-    def hold(self, context: JobContext) -> None:
-        """Renew this handler's lease from the next tick on, until :meth:`drop`."""
+    def hold(self, context: Leased) -> None:
+        """Renew this handler's (or buffered job's) lease from the next tick on, until :meth:`drop`."""
         self._held[context] = None
         self._holding.set()
 
-    def drop(self, context: JobContext) -> None:
+    def drop(self, context: Leased) -> None:
         """Stop renewing this handler's lease (it finished)."""
         self._held.pop(context, None)
 
@@ -88,7 +109,8 @@ class Heartbeat:
             elif context._lease_lost():
                 self.refused += 1
                 logger.warning("pgqueue: job %s attempt %d: its lease was lost (it expired and the job was "
-                               "reserved again, or the job was cleared); the handler is stopped",
+                               "reserved again, or the job was cancelled or cleared); its handler is stopped (a "
+                               "prefetched job is not started)",
                                context.id, context.attempts)
 
     async def stop(self, task: asyncio.Task[None]) -> None:

@@ -36,7 +36,13 @@ from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
 logger = logging.getLogger("pgqueue.worker")
 
-__all__ = ["Scope", "Worker", "WorkerStats"]
+__all__ = ["Scope", "Worker", "WorkerStats", "default_prefetch"]
+
+
+def default_prefetch(concurrency: int) -> int:
+    """The default ``prefetch`` of a worker: ten times its concurrency, at least 50 and at most
+    500 (measured: see the README's "Prefetch")."""
+    return min(500, max(50, 10 * concurrency))
 
 
 @dataclass
@@ -76,8 +82,17 @@ class Worker:
         ack_flush_interval / ack_batch_size: the completer's batching.
         listen: LISTEN for notifications (False: poll every ``poll_interval``).
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
-        fetch_cooldown: with a backlog, how long to wait for more slots to free up so the
-            next reservation is a batch rather than a single job (seconds).
+        prefetch: jobs reserved beyond the free slots into a local buffer, so one reservation
+            (one round trip, one commit) serves many more jobs than the slots that freed
+            (default :func:`default_prefetch`: ``min(500, max(50, 10 * concurrency))``; 0: reserve
+            only what the free slots take). A worker holds at most ``concurrency + prefetch``
+            reservations; the buffer is refilled once it is down to half. Buffered jobs are
+            leased: the heartbeat renews them, one whose lease is about to end or was lost is
+            not started, a cancelled one is dropped, and on stop they are handed back unstarted
+            (their attempt does not count). A paused queue's buffered jobs still run (at most
+            ``prefetch``), and a newly dispatched job of higher priority waits behind them.
+        fetch_cooldown: with ``prefetch=0`` and a backlog, how long to wait for more slots to
+            free up so the next reservation is a batch rather than a single job (seconds).
         maintenance_interval: how often the worker checks whether ``pgqueue.jobs`` needs a
             VACUUM (seconds, default 2; None or 0: never). It vacuums when the table has
             at least its autovacuum threshold of dead tuples and autovacuum does not run on it
@@ -118,7 +133,7 @@ class Worker:
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
                  heartbeat: bool | None = None, threads: int | None = None,
-                 schedules: bool | Sequence[type[Job]] = True,
+                 schedules: bool | Sequence[type[Job]] = True, prefetch: int | None = None,
                  history_retention: float = HISTORY_RETENTION, keep_completed: float | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
@@ -128,6 +143,8 @@ class Worker:
                 or not 0 < poll_interval < math.inf:
             raise QueueConfigurationError(f"poll_interval must be a finite number of seconds > 0, "
                                           f"got {poll_interval!r}")
+        if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
+            raise QueueConfigurationError(f"prefetch must be an integer >= 0 (or None: the default), got {prefetch!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise QueueConfigurationError(f"threads must be an integer >= 1 (or None: min(concurrency, 32)), "
                                           f"got {threads!r}")
@@ -142,6 +159,8 @@ class Worker:
         self.pool: AsyncConnectionPool[Any] = store.pool
         self.queues = list(dict.fromkeys(queues))
         self.concurrency = concurrency
+        #: Jobs reserved ahead of the free slots (see the ``prefetch`` option).
+        self.prefetch = default_prefetch(concurrency) if prefetch is None else prefetch
         self.poll_interval = float(poll_interval)
         self.drain_timeout = float(drain_timeout)
         self.lease = float(lease if lease is not None else config.lease)
@@ -203,7 +222,8 @@ class Worker:
         self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
         self.fetcher = Fetcher(self.store, self.completer, self.executor, self.stats, queues=self.queues,
                                lease=self.lease, concurrency=concurrency, poll_interval=self.poll_interval,
-                               fetch_cooldown=float(fetch_cooldown))
+                               fetch_cooldown=float(fetch_cooldown), prefetch=self.prefetch,
+                               heartbeat=self.heartbeat)
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
         #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
         self.idle = self.fetcher.idle
@@ -211,7 +231,7 @@ class Worker:
         #: is set while it listens.
         self.notifier: Notifier | None = (
             Notifier(self.listen_dsn, self.queues, self.fetcher.wake, self.fetcher.reschedule,
-                     self.cancellations.cancel) if listen else None
+                     self._cancelled) if listen else None
         )
         self._stopping = False
 
@@ -219,6 +239,11 @@ class Worker:
     def wake(self) -> None:
         """Make the worker look for jobs now (called on NOTIFY)."""
         self.fetcher.wake()
+
+    def _cancelled(self, payload: str) -> None:
+        """A ``pgqueue_cancel`` notification: stop the handler of that job, or drop it from the buffer."""
+        self.cancellations.cancel(payload)
+        self.fetcher.cancel(payload)
 
     def _vacuumed(self) -> None:
         self.stats.vacuums += 1

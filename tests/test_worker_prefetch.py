@@ -1,0 +1,242 @@
+"""Prefetch (issue 18): a worker reserves beyond its free slots into a leased local buffer.
+
+Covered: the bound (``concurrency + prefetch`` reservations per worker) and how two workers
+share a small backlog; stop hands the buffer back unstarted; kill -9 with a full buffer loses
+nothing; a cancelled buffered job never runs (notification, or the heartbeat's refused
+renewal); a buffered job whose lease is about to end is handed back, not run; a bad setting
+is refused by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgqueue import Client, JobContext, QueueConfigurationError
+from tests.worker_jobs import LedgerJob, Probe
+from tests.worker_support import (
+    Runs,
+    client,
+    create_ledger,
+    failures,
+    finish,
+    hooks,
+    jobs,
+    rows,
+    runs,
+    scalar,
+    settings_for,
+    spawn,
+    wait_event,
+    wait_until,
+)
+
+__all__ = ["client", "hooks", "runs", "spawn"]  # fixtures
+
+pytestmark = pytest.mark.asyncio
+
+LOCK = 918_018
+
+Spawn = Any
+
+
+class Gate:
+    """A hook: records each job's ``n`` and attempt; the job ``n == 0`` waits for :attr:`open`."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.first_started = asyncio.Event()
+        self.ran: list[tuple[int, int]] = []
+
+    async def __call__(self, job: Probe, context: JobContext) -> None:
+        self.ran.append((job.n, context.attempts))
+        if job.n == 0:
+            await context.extend(60)  # keeps its own lease while the test looks at the buffer
+            self.first_started.set()
+            await self.open.wait()
+
+
+async def _reserved(dsn: str) -> int:
+    return int(await scalar(dsn, "select count(*) from pgqueue.jobs where token is not null"))
+
+
+async def _hold_lock(dsn: str) -> psycopg.AsyncConnection[Any]:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    await conn.execute("select pg_advisory_lock(%s)", (LOCK,))
+    return conn
+
+
+async def _ledger(dsn: str, event: str) -> list[dict[str, Any]]:
+    return await rows(dsn, "select n, attempt, token, pid from test_ledger where event = %s order by at", (event,))
+
+
+async def test_prefetch_is_checked_by_name(client: Client) -> None:
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(QueueConfigurationError, match="prefetch must be an integer >= 0"):
+            await client.worker(prefetch=bad)
+    worker = await client.worker(concurrency=4)
+    assert worker.prefetch == 50  # the default: min(500, max(50, 10 * concurrency))
+    assert (await client.worker(concurrency=20)).prefetch == 200
+
+
+async def test_stop_hands_back_the_buffer_unstarted(client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
+    gate = Gate()
+    hooks("gate", gate)
+    await client.dispatch_many([Probe(hook="gate", n=n) for n in range(8)])
+    worker = await client.worker(concurrency=1, prefetch=5, listen=False)
+    task = runs.start(worker)
+    await wait_event(gate.first_started, "the first handler to start")
+    await wait_until(lambda: worker.fetcher.buffer, "the buffer to fill")
+    assert await _reserved(dsn) == 6, "a worker holds at most concurrency + prefetch reservations"
+
+    worker.stop()
+    gate.open.set()
+    await finish(task, "the worker to stop")
+
+    assert gate.ran == [(0, 1)], "a buffered job was started after the stop"
+    left = await jobs(dsn)
+    assert len(left) == 7
+    handed_back = [r for r in left if r["envelope"]["args"]["n"] in range(1, 6)]
+    assert len(handed_back) == 5
+    assert all(r["token"] is None and r["attempts"] == 0 and r["due_in"] <= 0 for r in handed_back), \
+        "a buffered job was not handed back ready, with its attempt given back"
+
+
+async def test_cancelled_buffered_job_never_runs(client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
+    gate = Gate()
+    hooks("gate", gate)
+    ids = await client.dispatch_many([Probe(hook="gate", n=n) for n in range(4)])
+    worker = await client.worker(concurrency=1, prefetch=3)
+    task = runs.start(worker, stop_when_empty=True)
+    await wait_event(gate.first_started, "the first handler to start")
+    await wait_until(lambda: len(worker.fetcher.buffer) == 3, "the buffer to fill")
+    assert worker.notifier is not None
+    await wait_event(worker.notifier.connected, "the worker to LISTEN")
+
+    assert await client.cancel(ids[2]) == "cancelled_running"
+    await wait_until(lambda: any(item.finished for item in worker.fetcher.buffer),
+                     "the cancellation to reach the buffer")
+    gate.open.set()
+    await finish(task, "the worker to drain")
+
+    assert sorted(n for n, _ in gate.ran) == [0, 1, 3], "a cancelled buffered job ran"
+    assert [f["reason"] for f in await failures(dsn)] == ["cancelled"]
+    assert await jobs(dsn) == []
+
+
+async def test_cancelled_buffered_job_is_dropped_by_the_heartbeat_without_notification(
+        client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
+    gate = Gate()
+    hooks("gate", gate)
+    ids = await client.dispatch_many([Probe(hook="gate", n=n) for n in range(3)])
+    worker = await client.worker(concurrency=1, prefetch=2, listen=False)  # no pgqueue_cancel notification
+    task = runs.start(worker, stop_when_empty=True)
+    await wait_event(gate.first_started, "the first handler to start")
+    await wait_until(lambda: len(worker.fetcher.buffer) == 2, "the buffer to fill")
+
+    assert await client.cancel(ids[1]) == "cancelled_running"
+    assert worker.heartbeat is not None
+    await worker.heartbeat.tick()  # the renewal of the cancelled job is refused by the fence
+    assert [item.finished for item in worker.fetcher.buffer] == [True, False]
+    gate.open.set()
+    await finish(task, "the worker to drain")
+
+    assert sorted(n for n, _ in gate.ran) == [0, 2], "a cancelled buffered job ran"
+    assert await jobs(dsn) == []
+
+
+async def test_buffered_job_whose_lease_is_about_to_end_is_handed_back_not_run(
+        dsn: str, hooks: Any, runs: Runs) -> None:
+    gate = Gate()
+    hooks("gate", gate)
+    async with Client(settings=settings_for(dsn, lease=2.0, lease_margin=0.5)) as q:
+        await q.dispatch_many([Probe(hook="gate", n=n) for n in range(3)])
+        # No heartbeat: nothing renews the buffered leases while the first job holds the only slot.
+        worker = await q.worker(concurrency=1, prefetch=2, listen=False, heartbeat=False)
+        task = runs.start(worker, stop_when_empty=True)
+        await wait_event(gate.first_started, "the first handler to start")
+        await wait_until(lambda: len(worker.fetcher.buffer) == 2, "the buffer to fill")
+        margin = worker.config.lease_margin
+        await wait_until(lambda: all(i.deadline - time.monotonic() <= margin for i in worker.fetcher.buffer),
+                         "the buffered leases to come within the lease margin of their end")
+        gate.open.set()
+        await finish(task, "the worker to drain")
+
+    assert worker.fetcher.expired == 2
+    # Handed back with their attempt given back, reserved again and run once each, on a fresh lease.
+    assert sorted(gate.ran) == [(0, 1), (1, 1), (2, 1)]
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+
+
+async def test_kill_9_with_a_full_buffer_loses_nothing(client: Client, spawn: Spawn, dsn: str) -> None:
+    await create_ledger(dsn)
+    holder = await _hold_lock(dsn)
+    try:
+        await client.dispatch_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(6)])
+        first = await spawn(sys.executable, "-m", "tests.worker_process", "--dsn", dsn, "--concurrency", "1",
+                            "--prefetch", "5", "--lease", "3", "--lease-margin", "0.5")
+        await wait_until(lambda: _ledger(dsn, "started"), "the first worker to start a job")
+        await wait_until(lambda: _all_reserved(dsn, 6), "the first worker to buffer the other five")
+        await first.kill()  # SIGKILL with one job running and five buffered
+    finally:
+        await holder.execute("select pg_advisory_unlock(%s)", (LOCK,))
+        await holder.close()
+
+    # A second worker takes every job once the killed worker's 3 s leases have expired.
+    second = await client.worker(concurrency=3, listen=False, poll_interval=0.2)
+    assert await finish(second.run(max_jobs=6), "the second worker to run the six jobs") == 6
+    assert await jobs(dsn) == []
+    assert await failures(dsn) == []
+    finished = await _ledger(dsn, "finished")
+    assert sorted(r["n"] for r in finished) == list(range(6)), "a job was lost or finished twice"
+    started_in_killed = {r["n"] for r in await _ledger(dsn, "started") if r["pid"] == first.proc.pid}
+    assert len(started_in_killed) == 1, "a buffered job was started by the killed worker"
+
+
+async def _all_reserved(dsn: str, count: int) -> bool:
+    return await _reserved(dsn) == count
+
+
+async def test_two_workers_share_a_small_backlog_within_the_bound(client: Client, spawn: Spawn, dsn: str) -> None:
+    await create_ledger(dsn)
+    holder = await _hold_lock(dsn)
+    try:
+        await client.dispatch_many([LedgerJob(dsn=dsn, n=n, lock=LOCK) for n in range(8)])
+        argv = (sys.executable, "-m", "tests.worker_process", "--dsn", dsn, "--concurrency", "2", "--prefetch", "3")
+        first = await spawn(*argv)
+        await wait_until(lambda: _all_reserved(dsn, 5), "the first worker to hold concurrency + prefetch")
+        await wait_until(lambda: _two_started(dsn), "the first worker to start two handlers")
+        assert await _reserved(dsn) == 5, "the first worker held more than concurrency + prefetch"
+        second = await spawn(*argv)
+        await wait_until(lambda: _all_reserved(dsn, 8), "the second worker to take the rest")
+        await wait_until(lambda: _started_by_two(dsn), "the second worker to start its handlers")
+    finally:
+        await holder.execute("select pg_advisory_unlock(%s)", (LOCK,))
+        await holder.close()
+    await wait_until(lambda: _all_finished(dsn, 8), "every job to finish")
+    for worker in (first, second):
+        await worker.kill()
+    finished = await _ledger(dsn, "finished")
+    assert sorted(r["n"] for r in finished) == list(range(8)), "a job finished twice, or not at all"
+    by_pid: dict[int, int] = {}
+    for r in finished:
+        by_pid[r["pid"]] = by_pid.get(r["pid"], 0) + 1
+    assert sorted(by_pid.values()) == [3, 5], f"not shared within the bound: {by_pid}"
+
+
+async def _two_started(dsn: str) -> bool:
+    return len(await _ledger(dsn, "started")) == 2
+
+
+async def _started_by_two(dsn: str) -> bool:
+    return len({r["pid"] for r in await _ledger(dsn, "started")}) == 2
+
+
+async def _all_finished(dsn: str, count: int) -> bool:
+    return len(await _ledger(dsn, "finished")) == count
