@@ -41,7 +41,7 @@ from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import UniqueDispatch
+from pgqueue.store import JobStatsRow, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -57,6 +57,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobFactory",
+    "JobStatsRow",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",
@@ -71,6 +72,7 @@ __all__ = [
     "ScheduleInfo",
     "Settings",
     "SyncJobContext",
+    "Throughput",
     "UniqueDispatch",
     "Worker",
     "WorkerStats",

@@ -31,7 +31,16 @@ from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
 from pgqueue.startup import prepare_database
-from pgqueue.store import CancelOutcome, QueueControl, QueueStats, Store, UniqueDispatch, record_failure_on
+from pgqueue.store import (
+    CancelOutcome,
+    JobStatsRow,
+    QueueControl,
+    QueueStats,
+    Store,
+    Throughput,
+    UniqueDispatch,
+    record_failure_on,
+)
 from pgqueue.worker import Worker
 from pgqueue.worker.scheduler import declared_schedules
 
@@ -441,6 +450,36 @@ class Client:
         """Per-queue counts from ``pgqueue.queue_stats``."""
         store = await self._store(self.settings.connection(connection))
         return await store.queue_stats()
+
+    async def throughput(self, windows: Sequence[int] = (1, 5, 15), connection: str | None = None,
+                         ) -> list[Throughput]:
+        """Outcomes per queue over the last N minutes for each N in ``windows`` (the current minute
+        and the N - 1 before it), from the history ``pgqueue.job_stats``; queues with none are absent.
+
+        Raises :class:`~pgqueue.QueueConfigurationError` for a window that is not a whole number of
+        minutes from 1 to 10080 (7 days).
+        """
+        wanted = list(windows)
+        if not wanted or any(isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 10080 for w in wanted):
+            raise QueueConfigurationError(f"throughput windows must be whole numbers of minutes from 1 to 10080, "
+                                          f"got {windows!r}")
+        store = await self._store(self.settings.connection(connection))
+        return await store.throughput(sorted(set(wanted)))
+
+    async def history(self, *, queue: str | None = None, name: str | None = None, since: datetime | None = None,
+                      until: datetime | None = None, limit: int = 10000,
+                      connection: str | None = None) -> list[JobStatsRow]:
+        """The per-minute history ``pgqueue.job_stats`` (shards summed), oldest minute first: outcome
+        counts, handler durations and queue latencies per queue and job name, filtered by queue, job
+        name and ``since <= minute < until`` (aware datetimes; None: no bound), at most ``limit`` rows.
+        """
+        for bound, label in ((since, "since"), (until, "until")):
+            if bound is not None and (not isinstance(bound, datetime) or bound.tzinfo is None):
+                raise QueueConfigurationError(f"history {label} must be a timezone-aware datetime, got {bound!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise QueueConfigurationError(f"history limit must be an integer >= 1, got {limit!r}")
+        store = await self._store(self.settings.connection(connection))
+        return await store.job_stats(queue=queue, name=name, since=since, until=until, limit=limit)
 
     async def listening_workers(self, connection: str | None = None) -> int:
         """How many workers LISTEN on the connection's database (sessions listening on pgqueue's channels)."""

@@ -78,6 +78,79 @@ class ScheduleRow:
     now: datetime
 
 
+#: A batch of acks as the completer hands it over: job ids, tokens, and per job the handler's run
+#: time and its wait from reservation to handler start (seconds; None when unknown); then whether
+#: to keep copies in ``pgqueue.completed_jobs``.
+AckBatch = tuple[list[uuid.UUID], list[int], list[float | None], list[float | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatsRow:
+    """One minute of one queue and job name in ``pgqueue.job_stats`` (its shards summed).
+
+    ``minute`` is the start of the minute (database clock) the outcomes were recorded in.
+    Durations (handler run time) and latencies (from the attempt's due time to its handler's
+    start) are in seconds, over the ``duration_count`` / ``latency_count`` outcomes whose worker
+    measured them (None: none did).
+    """
+
+    minute: datetime
+    queue: str
+    name: str
+    succeeded: int
+    failed: int
+    retried: int
+    cancelled: int
+    duration_count: int
+    duration_sum: float
+    duration_max: float | None
+    latency_count: int
+    latency_sum: float
+    latency_max: float | None
+
+    @property
+    def duration_avg(self) -> float | None:
+        """Mean handler run time in seconds (None: none measured)."""
+        return self.duration_sum / self.duration_count if self.duration_count else None
+
+    @property
+    def latency_avg(self) -> float | None:
+        """Mean queue latency in seconds (None: none measured)."""
+        return self.latency_sum / self.latency_count if self.latency_count else None
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready: the fields, ``minute`` as ISO 8601 text, and the two averages."""
+        return {"minute": self.minute.isoformat(), "queue": self.queue, "name": self.name,
+                "succeeded": self.succeeded, "failed": self.failed, "retried": self.retried,
+                "cancelled": self.cancelled, "duration_count": self.duration_count,
+                "duration_sum": self.duration_sum, "duration_max": self.duration_max,
+                "duration_avg": self.duration_avg, "latency_count": self.latency_count,
+                "latency_sum": self.latency_sum, "latency_max": self.latency_max,
+                "latency_avg": self.latency_avg}
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Outcomes of one queue over the last ``minutes`` minutes (the current one included)."""
+
+    queue: str
+    minutes: int
+    succeeded: int
+    failed: int
+    retried: int
+    cancelled: int
+
+    @property
+    def per_minute(self) -> float:
+        """Jobs finished (succeeded + failed) per minute over the window."""
+        return (self.succeeded + self.failed) / self.minutes
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready fields, with ``per_minute``."""
+        return {"queue": self.queue, "minutes": self.minutes, "succeeded": self.succeeded, "failed": self.failed,
+                "retried": self.retried, "cancelled": self.cancelled, "per_minute": self.per_minute}
+
+
 def _unique_dispatch(row: Sequence[Any] | None) -> UniqueDispatch:
     if row is None:  # the function always returns one row
         raise QueueStorageError("pgqueue.enqueue_unique returned no row; please report this")
@@ -324,11 +397,11 @@ class Store:
     # --------------------------------------------------------------- the worker
     # These let psycopg errors through: the worker tells transient faults from the rest.
     async def reserve(self, queues: list[str], limit: int, lease: float, *,
-                      acks: tuple[list[uuid.UUID], list[int]] | None = None,
+                      acks: AckBatch | None = None,
                       ) -> tuple[list[Reservation], list[uuid.UUID]]:
         """Reserve up to ``limit`` jobs of ``queues`` (in that order) for ``lease`` seconds.
 
-        ``acks`` (job ids, tokens) are acknowledged in the same transaction, in one round
+        ``acks`` (an :data:`AckBatch`) are acknowledged in the same transaction, in one round
         trip (pipeline mode) and one commit. Returns the reservations and the ids of the
         acks the fence refused (their lease was lost). If the call raises, neither
         happened; the caller keeps the acks to send again.
@@ -346,17 +419,31 @@ class Store:
             rows = await cur.fetchall()
         return [Reservation(*row) for row in rows], [row[0] for row in refused]
 
-    async def ack(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
-        """Delete finished jobs (fenced by their tokens); returns the ids the fence refused."""
+    async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
+                  waits: list[float | None] | None = None, keep: bool = False) -> list[uuid.UUID]:
+        """Delete finished jobs (fenced by their tokens); returns the ids the fence refused.
+
+        Each counts as succeeded in ``pgqueue.job_stats``, with its handler's run time and its
+        wait from reservation to handler start (seconds, None: unknown); ``keep`` copies the
+        jobs to ``pgqueue.completed_jobs`` in the same statement.
+        """
+        unknown: list[float | None] = [None] * len(ids)
+        params = (ids, tokens, unknown if durations is None else durations, unknown if waits is None else waits,
+                  keep)
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("ack"), (ids, tokens))
+            cur = await conn.execute(query("ack"), params)
             refused = await cur.fetchall()
         return [row[0] for row in refused]
 
-    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
-        """Put a reserved job back, available after ``delay`` seconds; False if the fence refused."""
+    async def release(self, job_id: uuid.UUID, token: int, delay: float, duration: float | None = None,
+                      wait: float | None = None) -> bool:
+        """Put a reserved job back, available after ``delay`` seconds; False if the fence refused.
+
+        Counts as retried in ``pgqueue.job_stats`` with the handler's run time and its wait from
+        reservation to handler start (seconds, None: unknown).
+        """
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("release"), (job_id, token, delay))
+            cur = await conn.execute(query("release"), (job_id, token, delay, duration, wait))
             return bool(_first(await cur.fetchone()))
 
     async def release_unstarted(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
@@ -367,10 +454,15 @@ class Store:
         return [job_id for job_id, released in rows if released]
 
     async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
-                   traceback: str | None, reason: str) -> bool:
-        """Move a reserved job to failed_jobs (one transaction); False if the fence refused."""
+                   traceback: str | None, reason: str, duration: float | None = None,
+                   wait: float | None = None) -> bool:
+        """Move a reserved job to failed_jobs (one transaction); False if the fence refused.
+
+        Counts as failed in ``pgqueue.job_stats`` (run time and wait as for :meth:`release`).
+        """
+        params = (job_id, token, exception, message, traceback, reason, duration, wait)
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("fail"), (job_id, token, exception, message, traceback, reason))
+            cur = await conn.execute(query("fail"), params)
             return bool(_first(await cur.fetchone()))
 
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
@@ -557,6 +649,37 @@ class Store:
         dead, live, since, applies, threshold, may_vacuum, role = row
         return TableStatistics(int(dead), int(live), None if since is None else float(since), bool(applies),
                                int(threshold), bool(may_vacuum), str(role))
+
+    async def prune_history(self, stats_retention: float, completed_retention: float | None,
+                            batch: int) -> tuple[int, int]:
+        """Delete one batch of expired ``job_stats`` rows and ``completed_jobs`` (None: keep them);
+        returns how many of each."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("prune_history"), (stats_retention, completed_retention, batch))
+            row = await cur.fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    # ----------------------------------------------------------------- history
+    async def job_stats(self, *, queue: str | None, name: str | None, since: datetime | None,
+                        until: datetime | None, limit: int) -> list[JobStatsRow]:
+        """``pgqueue.job_stats`` per minute, queue and job name, oldest first (None filters: any)."""
+        params = {"queue": queue, "name": name, "since": since, "until": until, "limit": limit}
+        with storage_errors("reading the job history"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("job_stats_history"), params)
+                rows = await cur.fetchall()
+        return [JobStatsRow(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]),
+                            float(r[8]), None if r[9] is None else float(r[9]), int(r[10]), float(r[11]),
+                            None if r[12] is None else float(r[12])) for r in rows]
+
+    async def throughput(self, windows: list[int]) -> list[Throughput]:
+        """Per queue and window (minutes): the outcomes recorded in the last that many minutes."""
+        with storage_errors("reading the throughput"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("job_stats_throughput"), {"windows": windows})
+                rows = await cur.fetchall()
+        return [Throughput(queue=r[1], minutes=int(r[0]), succeeded=int(r[2]), failed=int(r[3]),
+                           retried=int(r[4]), cancelled=int(r[5])) for r in rows]
 
     # -------------------------------------------------------------- dashboard
     # Reads for pgqueue.dashboard: each bounded (capped counts, keyset pages over a bounded scan),

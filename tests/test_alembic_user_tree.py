@@ -22,9 +22,10 @@ from urllib.parse import quote, urlencode
 import psycopg
 import pytest
 
-# The tables pgqueue installs at head (revision 0003 added the unique keys and the schedules, 0004 the queues).
-PGQUEUE_TABLES = ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "pgqueue.schedule_ticks",
-                  "pgqueue.schedules", "pgqueue.unique_keys"]
+# The tables pgqueue installs at head (revision 0003 added the unique keys and the schedules, 0004 the queues,
+# 0005 the history and the completed jobs).
+PGQUEUE_TABLES = ["pgqueue.completed_jobs", "pgqueue.failed_jobs", "pgqueue.job_stats", "pgqueue.jobs",
+                  "pgqueue.queues", "pgqueue.schedule_ticks", "pgqueue.schedules", "pgqueue.unique_keys"]
 
 pytestmark = pytest.mark.slow
 

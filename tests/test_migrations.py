@@ -23,7 +23,7 @@ from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
-HEAD = "pgqueue_0004"
+HEAD = "pgqueue_0005"
 
 Snapshot = list[tuple[str, ...]]
 
@@ -226,9 +226,9 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
     assert "app_0001" in heads and HEAD in heads
 
     _alembic("upgrade", "heads", cwd=user_project, env=env)
-    assert _tables(empty_dsn) == ["pgqueue.failed_jobs", "pgqueue.jobs", "pgqueue.queues", "pgqueue.schedule_ticks",
-                                  "pgqueue.schedules", "pgqueue.unique_keys", "public.alembic_version",
-                                  "public.orders"]
+    assert _tables(empty_dsn) == ["pgqueue.completed_jobs", "pgqueue.failed_jobs", "pgqueue.job_stats", "pgqueue.jobs",
+                                  "pgqueue.queues", "pgqueue.schedule_ticks", "pgqueue.schedules",
+                                  "pgqueue.unique_keys", "public.alembic_version", "public.orders"]
     # One history, the application's: pgqueue's revision is recorded next to the user's.
     assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]
     assert _functions(empty_dsn) == FUNCTIONS
@@ -318,6 +318,25 @@ def test_downgrading_0002_restores_what_0001_installed(empty_dsn: str, pg_admin_
     _works(empty_dsn)
 
 
+def test_downgrading_0005_restores_what_0004_installed_and_keeps_the_jobs(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0004")
+    at_0004 = schema_snapshot(empty_dsn)
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # history written, a job reserved at 0005
+        enqueue(conn, envelope("kept"))
+        enqueue(conn, envelope("kept"))
+        [first, _] = reserve(conn, ["kept"], 2)
+        conn.execute("select * from pgqueue.ack(array[%s]::uuid[], array[%s]::bigint[])", (first["id"], first["token"]))
+        assert conn.execute("select sum(succeeded) from pgqueue.job_stats").fetchone() == (1,)
+    migrate.downgrade(empty_dsn, "pgqueue_0004")
+    assert _version(empty_dsn) == ["pgqueue_0004"]
+    assert schema_snapshot(empty_dsn) == at_0004
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
+    migrate.upgrade(empty_dsn)
+    _works(empty_dsn)
+
+
 def test_0001_still_installs_functions_without_a_pinned_search_path(empty_dsn: str) -> None:
     # Revision 0001 installs today what it installed when it shipped (its frozen files), so a
     # database at 0001 has exactly the functions of every other database at 0001.
@@ -356,7 +375,7 @@ def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
 
 def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
     modules = _revision_modules()
-    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", HEAD]
+    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", "pgqueue_0004", HEAD]
     listed: dict[str, str] = {}
     for module in modules.values():
         for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):

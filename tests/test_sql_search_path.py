@@ -38,7 +38,7 @@ FAMILY_A = {"anyelement": "{}", "anynonarray": "{}", "anyarray": "{}[]"}
 FAMILY_B = {"anycompatible": "{}", "anycompatiblenonarray": "{}", "anycompatiblearray": "{}[]"}
 # How an imitation of a built-in aggregate steps (its state is its result).
 AGGREGATE_STEPS = {"array_agg": "pg_catalog.array_append($1, $2)", "max": "greatest($1, $2)",
-                   "min": "least($1, $2)", "bool_or": "$1 or $2", "count": "$1 + 1"}
+                   "min": "least($1, $2)", "bool_or": "$1 or $2", "count": "$1 + 1", "sum": "$1 + $2"}
 OPERATOR_SYMBOLS = re.compile(r"(?<![-+*/<>=~!@#%^&|`?])([-+*/<>=~!@#%^&|?]+)(?![-+*/<>=~!@#%^&|`?])")
 CALLS = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
@@ -320,6 +320,14 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.release(%s, %s, 0)", (held[1]["id"], held[1]["token"]))
             call("select * from pgqueue.schedule_sync(array['s'], array['every 1s'], array['UTC'], array[1])")
             call("select pgqueue.enqueue_tick('s', now(), %s)", (Jsonb(envelope("u")),))
+        if scalar(conn, "select to_regprocedure('pgqueue.prune_history(double precision, double precision, integer)')"
+                        " is not null"):
+            # Revision 0005: the history (ack with timings and a kept copy), its pruning.
+            call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("h")),))
+            held = call("select * from pgqueue.reserve(array['h'], 1, 60)")
+            call("select * from pgqueue.ack(%s::uuid[], %s::bigint[], array[0.5], array[0.1], true)",
+                 ([held[0]["id"]], [held[0]["token"]]))
+            call("select * from pgqueue.prune_history(0, 0, 100)")
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors

@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue import QueueRetryError, QueueStorageError
 from pgqueue.migrate import revisions
 from pgqueue.store import (
+    AckBatch,
     QueueStats,
     Reservation,
     Store,
@@ -89,7 +90,7 @@ async def test_acks_ride_with_a_reservation_and_refused_ones_come_back(store: St
     assert len(first) == 2
     done, stale = first
     # The stale holder's token no longer matches: its ack must be refused, the other accepted.
-    acks = ([done.id, stale.id], [done.token, stale.token + 1000])
+    acks: AckBatch = ([done.id, stale.id], [done.token, stale.token + 1000], [0.01, 0.01], [0.0, 0.0], False)
     second, refused = await store.reserve(["default"], 5, 30.0, acks=acks)
     assert refused == [stale.id]
     assert len(second) == 1

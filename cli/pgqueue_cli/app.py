@@ -17,6 +17,7 @@ import math
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -173,6 +174,14 @@ def queue_work(
         "--maintenance-interval",
         help="How often to check whether pgqueue.jobs needs a VACUUM that autovacuum is not doing, in "
              "seconds (0: never).")] = 2.0,
+    history_hours: Annotated[float, typer.Option(
+        "--history-hours",
+        help="How long the per-minute history pgqueue.job_stats is kept, in hours (pruned by the table "
+             "maintenance).")] = 168.0,
+    keep_completed_hours: Annotated[float | None, typer.Option(
+        "--keep-completed-hours",
+        help="Keep a copy of every job this worker acks in pgqueue.completed_jobs for this many hours "
+             "(default: off).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
     processes: Annotated[int, typer.Option(
         "--processes", min=1,
@@ -202,6 +211,9 @@ def queue_work(
     if not 0 <= maintenance_interval < math.inf:
         fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
              EXIT_CONFIG)
+    for hours, what in ((history_hours, "--history-hours"), (keep_completed_hours, "--keep-completed-hours")):
+        if hours is not None and not 0 <= hours < math.inf:
+            fail(f"{what} must be >= 0 hours and finite, got {hours:g}", EXIT_CONFIG)
     queues = parse_queues(queue)
     settings = pgqueue.load_settings(dsn=dsn)
     modules = import_apps(app_modules(apps, settings))
@@ -216,7 +228,9 @@ def queue_work(
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
                       dict(timeout=timeout, lease=lease, poll_interval=poll_interval,
                            drain_timeout=drain_timeout, listen=listen,
-                           maintenance_interval=maintenance_interval, prefetch=prefetch)))
+                           maintenance_interval=maintenance_interval, prefetch=prefetch,
+                           history_retention=history_hours * 3600,
+                           keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600)))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
@@ -528,39 +542,76 @@ def queue_limit(
     typer.echo(render.limits(queue, asyncio.run(limit())))
 
 
-@app.command("queue:status", short_help="Job counts per queue.")
+@app.command("queue:status", short_help="Job counts and throughput per queue.")
 @reports_errors
 def queue_status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table (with --watch: one line each).")
+                       ] = False,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Per queue: ready, delayed, reserved, expired leases, failed, age of the oldest ready job."""
+    """Per queue: ready, delayed, reserved, expired leases, failed, age of the oldest ready job, and the
+    jobs finished over the last 1, 5 and 15 minutes (from pgqueue.job_stats)."""
     if not interval > 0:
         fail(f"--interval must be > 0 seconds, got {interval:g}", EXIT_CONFIG)
     found = target(dsn)
     try:
-        asyncio.run(_status(found, watch, interval))
+        asyncio.run(_status(found, watch, interval, as_json))
     except KeyboardInterrupt:
         if not watch:
             raise
 
 
-async def _status(found: Target, watch: bool, interval: float) -> None:
+async def _status(found: Target, watch: bool, interval: float, as_json: bool) -> None:
     tty = sys.stdout.isatty()
     async with found.client() as client:
         while True:
-            text = await render.status(client, found.connection.name)
-            if watch:
-                if tty:
-                    typer.echo("\x1b[2J\x1b[H", nl=False)
-                typer.echo(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {describe_dsn(found.dsn)}  (every {interval:g}s)")
-            typer.echo(text)
+            if as_json:
+                data = await render.status_data(client, found.connection.name)
+                # --watch: JSON Lines, one document per refresh.
+                typer.echo(json.dumps(data) if watch else json.dumps(data, indent=2))
+            else:
+                text = await render.status(client, found.connection.name)
+                if watch:
+                    if tty:
+                        typer.echo("\x1b[2J\x1b[H", nl=False)
+                    typer.echo(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {describe_dsn(found.dsn)}  "
+                               f"(every {interval:g}s)")
+                typer.echo(text)
             if not watch:
                 return
             sys.stdout.flush()
             await asyncio.sleep(interval)
+
+
+@app.command("queue:history", short_help="Per-minute outcomes and timings (pgqueue.job_stats).")
+@reports_errors
+def queue_history(
+    queue: QueueFilter = None,
+    name: Annotated[str | None, typer.Option("--job", metavar="NAME", help="Only this job name.")] = None,
+    minutes: Annotated[int, typer.Option("--minutes", help="How far back to look, in minutes.")] = 60,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Per minute, queue and job name: succeeded, failed, retried, cancelled, handler run time and queue
+    latency (average and maximum), oldest first."""
+    if not 1 <= minutes <= 10_000_000:
+        fail(f"--minutes must be from 1 to 10000000, got {minutes}", EXIT_CONFIG)
+    found = target(dsn)
+
+    async def read() -> list[pgqueue.JobStatsRow]:
+        async with found.client() as client:
+            since = datetime.now(UTC) - timedelta(minutes=minutes)
+            return await client.history(queue=queue, name=name, since=since, connection=found.connection.name)
+
+    rows = asyncio.run(read())
+    if as_json:
+        typer.echo(json.dumps([r.to_data() for r in rows], indent=2))
+    else:
+        typer.echo(render.history_table(rows))
 
 
 @app.command("queue:dispatch", short_help="Dispatch one job by its registered name.")
@@ -671,10 +722,19 @@ def schedule_list(
 # ------------------------------------------------------------------------ embedded
 @embedded_app.command("status")
 @reports_errors
-def embedded_status(debug: Debug = False) -> None:
+def embedded_status(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+    debug: Debug = False,
+) -> None:
     """Whether the embedded server runs, where its data lives, its DSN. Exit 3 if it is not running."""
     server = EmbeddedPostgres()
     pid = server.pid()
+    if as_json:
+        typer.echo(json.dumps({"running": pid is not None, "pid": pid, "data_dir": str(server.data_dir),
+                               "dsn": None if pid is None else server.dsn()}, indent=2))
+        if pid is None:
+            raise typer.Exit(3)
+        return
     if pid is None:
         typer.echo(f"embedded PostgreSQL: not running (data in {server.data_dir})")
         raise typer.Exit(3)

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from pgqueue import Client, FailedJob, QueueControl, QueueStats, ScheduleInfo
+from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput
+
+#: The throughput windows ``queue:status`` shows, in minutes.
+WINDOWS = (1, 5, 15)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -47,21 +51,77 @@ def age(seconds: float | None) -> str:
     return f"{days}d{hours:02d}h"
 
 
-def status_table(stats: Sequence[QueueStats], workers: int | None) -> str:
-    """The ``queue:status`` table, one row per queue, and the listening workers."""
+def status_table(stats: Sequence[QueueStats], workers: int | None,
+                 throughput: Sequence[Throughput] = ()) -> str:
+    """The ``queue:status`` table, one row per queue, and the listening workers.
+
+    With ``throughput``: the jobs finished (succeeded or failed) per queue over the last 1, 5 and
+    15 minutes; a queue that only has history gets a row too.
+    """
+    done: dict[str, dict[int, int]] = {}
+    for t in throughput:
+        done.setdefault(t.queue, {})[t.minutes] = t.succeeded + t.failed
     headers = ["QUEUE", "READY", "DELAYED", "RESERVED", "EXPIRED", "FAILED", "OLDEST READY"]
-    rows = [[s.queue, str(s.ready), str(s.delayed), str(s.reserved), str(s.expired), str(s.failed),
-             age(s.oldest_ready_age)] for s in stats]
+    if throughput:
+        headers += [f"DONE {w}M" for w in WINDOWS]
+    rows: list[list[str]] = []
+    for s in stats:
+        rows.append([s.queue, str(s.ready), str(s.delayed), str(s.reserved), str(s.expired), str(s.failed),
+                     age(s.oldest_ready_age)])
+    for name in sorted(set(done) - {s.queue for s in stats}):
+        rows.append([name, "0", "0", "0", "0", "0", "-"])
+    if throughput:
+        for row in rows:
+            row += [str(done.get(row[0], {}).get(w, 0)) for w in WINDOWS]
     text = table(headers, rows) if rows else "no queued jobs and no failures recorded"
     if workers is not None:
         text += f"\nworkers listening: {workers}"
     return text
 
 
+async def status_data(client: Client, connection: str) -> dict[str, Any]:
+    """The ``queue:status --json`` document (its shape is documented in the README)."""
+    stats = {s.queue: s for s in await client.stats(connection)}
+    controls = {c.queue: c for c in await client.controls(connection)}
+    throughput = await client.throughput(WINDOWS, connection)
+    windows: dict[str, dict[str, dict[str, int]]] = {}
+    for t in throughput:
+        windows.setdefault(t.queue, {})[str(t.minutes)] = {
+            "succeeded": t.succeeded, "failed": t.failed, "retried": t.retried, "cancelled": t.cancelled}
+    empty = {"succeeded": 0, "failed": 0, "retried": 0, "cancelled": 0}
+    queues = []
+    for name in sorted(set(stats) | set(windows) | set(controls)):
+        s, c = stats.get(name), controls.get(name)
+        queues.append({
+            "queue": name,
+            "ready": s.ready if s else 0, "delayed": s.delayed if s else 0, "reserved": s.reserved if s else 0,
+            "expired": s.expired if s else 0, "failed": s.failed if s else 0,
+            "oldest_ready_age": s.oldest_ready_age if s else None,
+            "paused": c.paused if c else False,
+            "concurrency": c.concurrency if c else None,
+            "rate_limit": c.rate_limit if c else None,
+            "rate_period": c.rate_period if c else None,
+            "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
+        })
+    return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
+
+
+def history_table(rows: Sequence[JobStatsRow]) -> str:
+    """The ``queue:history`` table: one row per minute, queue and job name."""
+    if not rows:
+        return "no history in that range (pgqueue.job_stats is empty there)"
+    headers = ["MINUTE", "QUEUE", "JOB", "SUCCEEDED", "FAILED", "RETRIED", "CANCELLED", "AVG RUN", "MAX RUN",
+               "AVG LATENCY", "MAX LATENCY"]
+    return table(headers, [[_stamp(r.minute), r.queue, r.name, str(r.succeeded), str(r.failed), str(r.retried),
+                            str(r.cancelled), age(r.duration_avg), age(r.duration_max), age(r.latency_avg),
+                            age(r.latency_max)] for r in rows])
+
+
 async def status(client: Client, connection: str) -> str:
-    """The ``queue:status`` output of a connection's database, with paused queues and limits."""
+    """The ``queue:status`` output of a connection's database, with throughput, paused queues and limits."""
     stats = await client.stats(connection)
-    text = status_table(stats, await client.listening_workers(connection))
+    throughput = await client.throughput(WINDOWS, connection)
+    text = status_table(stats, await client.listening_workers(connection), throughput)
     controls = await client.controls(connection)
     paused = [c.queue for c in controls if c.paused]
     if paused:

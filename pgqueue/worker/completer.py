@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pgqueue.store import Store
+from pgqueue.store import AckBatch, Store
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -30,16 +30,24 @@ class Completer:
 
     A handler's own ack (``context.ack()``) goes through :meth:`ack_now`: at once and
     unbatched, because the handler waits to learn whether the fence accepted it.
+
+    Each ack carries the handler's run time and its wait from reservation to start, which
+    ``pgqueue.ack`` adds to the history (``pgqueue.job_stats``); with ``keep_completed`` the
+    acked jobs are also copied to ``pgqueue.completed_jobs`` by the same statement.
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
-                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None) -> None:
+                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None,
+                 keep_completed: bool = False) -> None:
         self._store = store
         self._on_refused = on_refused
         self.flush_interval = flush_interval
         self.batch_size = batch_size
+        self.keep_completed = keep_completed
         self._ids: list[uuid.UUID] = []
         self._tokens: list[int] = []
+        self._durations: list[float | None] = []
+        self._waits: list[float | None] = []
         self._in_flight = 0
         self._pending = asyncio.Event()
         self._full = asyncio.Event()
@@ -48,10 +56,13 @@ class Completer:
         self.acked = 0
         self.refused = 0
 
-    def add(self, job_id: uuid.UUID, token: int) -> None:
-        """Queue an acknowledgement; it is sent with the next flush."""
+    def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None) -> None:
+        """Queue an acknowledgement (with the handler's run time and its wait from reservation to
+        start, in seconds); it is sent with the next flush."""
         self._ids.append(job_id)
         self._tokens.append(token)
+        self._durations.append(duration)
+        self._waits.append(wait)
         self._idle.clear()
         self._pending.set()
         if len(self._ids) >= self.batch_size:
@@ -62,7 +73,7 @@ class Completer:
 
         Not counted in :attr:`acked`, which counts the acks of jobs whose handler returned.
         """
-        return not await self._store.ack([job_id], [token])
+        return not await self._store.ack([job_id], [token], keep=self.keep_completed)
 
     @property
     def pending(self) -> int:
@@ -74,16 +85,17 @@ class Completer:
         await self._idle.wait()
 
     # ------------------------------------------------------- sending, by anyone
-    def take(self) -> tuple[list[uuid.UUID], list[int]]:
-        """Hand over the pending acks to send; follow with :meth:`answered` or :meth:`give_back`."""
-        ids, tokens = self._ids, self._tokens
-        if not ids:
-            return ids, tokens
-        self._ids, self._tokens = [], []
+    def take(self) -> AckBatch:
+        """Hand over the pending acks to send (``[0]`` are the job ids); follow with :meth:`answered`
+        or :meth:`give_back`."""
+        batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
+        if not self._ids:
+            return batch
+        self._ids, self._tokens, self._durations, self._waits = [], [], [], []
         self._full.clear()
         self._pending.clear()
         self._in_flight += 1
-        return ids, tokens
+        return batch
 
     def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID]) -> None:
         """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
@@ -98,10 +110,12 @@ class Completer:
         if not self._ids and not self._in_flight:
             self._idle.set()
 
-    def give_back(self, ids: list[uuid.UUID], tokens: list[int]) -> None:
-        """Acks from :meth:`take` that could not be sent: they are pending again."""
+    def give_back(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None],
+                  waits: list[float | None], keep: bool = False) -> None:
+        """Acks from :meth:`take` that could not be sent (pass back the whole batch): they are pending again."""
         self._in_flight -= 1
         self._ids[:0], self._tokens[:0] = ids, tokens
+        self._durations[:0], self._waits[:0] = durations, waits
         if self._ids:
             self._pending.set()
         elif not self._in_flight:
@@ -125,12 +139,13 @@ class Completer:
         """Send every pending ack now; on a database error, keep them and retry with backoff."""
         delay = 0.05
         while self._ids:
-            ids, tokens = self.take()
+            batch = self.take()
+            ids = batch[0]
             try:
-                refused = await self._store.ack(ids, tokens)
+                refused = await self._store.ack(*batch)
             except (psycopg.Error, PoolTimeout, OSError) as exc:
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
-                self.give_back(ids, tokens)
+                self.give_back(*batch)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue

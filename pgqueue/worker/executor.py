@@ -141,7 +141,7 @@ class Executor:
         if self.cancellations is not None:
             self.cancellations.hold(context)
         try:
-            await self._attempt(job, context, envelope)
+            await self._attempt(job, context, envelope, received)
         finally:
             # The job ends here (whatever ended it: see context.decision).
             if self.cancellations is not None:
@@ -151,13 +151,18 @@ class Executor:
                 self.heartbeat.drop(context)
         return True
 
-    async def _attempt(self, job: Job, context: JobContext, envelope: Envelope) -> None:
-        """Run the handler under its time limit, then carry out the worker's decision if it took none."""
+    async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float) -> None:
+        """Run the handler under its time limit, then carry out the worker's decision if it took none.
+
+        ``received``: when the reservation arrived (``time.monotonic()``): its wait until the
+        handler starts and the handler's run time go to the history.
+        """
         job_id, attempts = context.id, context.attempts
         stats = self._stats
         timeout = envelope.timeout if self.timeout_cap is None else min(envelope.timeout, self.timeout_cap)
         loop = asyncio.get_running_loop()
         started = loop.time()
+        wait = time.monotonic() - received
         job_deadline = started + timeout
         margin = self.lease_margin
 
@@ -217,7 +222,7 @@ class Executor:
                     "lease); the handler was cancelled at an await"
                     + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(type(job)) else "")
                 )
-            await self._after_exception(context, envelope, timed_out)
+            await self._after_exception(context, envelope, timed_out, loop.time() - started, wait)
         except asyncio.CancelledError:
             context.mark_cancelled()
             # Cancelled by a forced stop: hand the job back for another worker.
@@ -231,12 +236,12 @@ class Executor:
                 stats.lost += 1
                 logger.warning("pgqueue: %s", exc)
                 return
-            await self._after_exception(context, envelope, exc)
+            await self._after_exception(context, envelope, exc, loop.time() - started, wait)
         except Exception as exc:
-            await self._after_exception(context, envelope, exc)
+            await self._after_exception(context, envelope, exc, loop.time() - started, wait)
         else:
             if context.claim_decision("acked"):
-                self._completer.add(job_id, context.token)
+                self._completer.add(job_id, context.token, loop.time() - started, wait)
                 stats.acked += 1
             elif context.decision == "failed":
                 stats.failed += 1
@@ -259,9 +264,10 @@ class Executor:
         handle: Callable[[SyncJobContext], Any] = job.handle  # type: ignore[assignment]  # sync, checked above
         return loop.run_in_executor(self._thread_pool, contextvars.copy_context().run, handle, facade)
 
-    async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception) -> None:
+    async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception,
+                               duration: float | None = None, wait: float | None = None) -> None:
         """The retry policy: a handler raised (or timed out): retry with backoff while tries and the
-        deadline allow, else record the failure."""
+        deadline allow, else record the failure. ``duration`` and ``wait`` go to the history."""
         if context.finished:
             logger.warning("pgqueue: job %s (%s) raised after it was %s: %r", context.id, envelope.name,
                            context.decision, error)
@@ -272,7 +278,7 @@ class Executor:
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
                 context.claim_decision("released")
                 try:
-                    accepted = await self._store.release(context.id, context.token, delay)
+                    accepted = await self._store.release(context.id, context.token, delay, duration, wait)
                 except (psycopg.Error, PoolTimeout, OSError) as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
                                  "when its lease expires", context.id, exc)
@@ -288,16 +294,18 @@ class Executor:
                                    context.id, attempts)
                 return
         context.claim_decision("failed")
-        await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name)
+        await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
+                         duration=duration, wait=wait)
 
     async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
-                    *, name: str) -> None:
-        """Record the failure (the job moves to failed_jobs)."""
+                    *, name: str, duration: float | None = None, wait: float | None = None) -> None:
+        """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)."""
         exception, message, trace = describe(error)
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
         try:
-            accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason)
+            accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason, duration,
+                                              wait)
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc)

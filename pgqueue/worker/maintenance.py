@@ -1,9 +1,13 @@
-"""Table maintenance: a worker vacuums ``pgqueue.jobs`` when autovacuum does not.
+"""Table maintenance: a worker vacuums ``pgqueue.jobs`` when autovacuum does not, and prunes the history.
 
 Every job leaves dead tuples behind (its reservation updates an indexed column, its ack
 deletes the row), so a busy queue depends on VACUUM to stay small and fast. Autovacuum does
 that when it runs; when it is off server-wide, disabled for the table, or lagging behind,
 the worker does it itself, deferring to autovacuum whenever autovacuum keeps up.
+
+The history (``pgqueue.job_stats``) and the kept completed jobs (``pgqueue.completed_jobs``)
+are pruned after their retention, in batches, at most once a minute per worker; concurrent
+workers skip each other's rows.
 """
 
 from __future__ import annotations
@@ -29,6 +33,14 @@ logger = logging.getLogger("pgqueue.worker")
 VACUUM_LOCK_KEY = 0x7067717565756501
 
 _LOCK_NOT_AVAILABLE = "55P03"  # SKIP_LOCKED: another VACUUM holds the table
+
+#: Rows of each history table deleted per statement, and statements per prune at most: short
+#: transactions, and a worker that comes back after a long pause catches up over a few prunes.
+PRUNE_BATCH = 5000
+PRUNE_BATCHES = 20
+
+#: The default retention of ``pgqueue.job_stats``: 7 days.
+HISTORY_RETENTION = 7 * 86400.0
 
 
 def check_seconds(value: object, what: str, hint: str = "") -> float:
@@ -77,20 +89,32 @@ class Maintenance:
     and maintenance stops for the life of the worker. ``vacuumed`` is called after each VACUUM.
     """
 
-    def __init__(self, store: Store, vacuum_dsn: str, *, interval: float, grace: float,
-                 vacuumed: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: Store, vacuum_dsn: str | None, *, interval: float, grace: float,
+                 vacuumed: Callable[[], None] | None = None, history_retention: float = HISTORY_RETENTION,
+                 completed_retention: float | None = None, prune_interval: float = 60.0) -> None:
         self._store = store
+        #: None: no VACUUM (behind a transaction pooler without a direct connection); pruning only.
         self._dsn = vacuum_dsn
         self.interval = interval
         self.grace = grace
         self._vacuumed = vacuumed
         self.vacuums = 0
+        #: How long ``pgqueue.job_stats`` rows are kept (seconds).
+        self.history_retention = history_retention
+        #: How long ``pgqueue.completed_jobs`` rows are kept (seconds; None: never pruned by this worker).
+        self.completed_retention = completed_retention
+        self.prune_interval = prune_interval
+        self._pruned_at: float | None = None
+        #: Rows deleted by :meth:`prune`: (job_stats, completed_jobs).
+        self.pruned = (0, 0)
+        #: Set once pruning was refused for lack of privilege: this worker no longer prunes.
+        self.prune_refused = False
         #: Set once VACUUM was refused for lack of privilege: maintenance has stopped.
         self.refused = False
 
     async def run(self) -> None:
-        """Check every ``interval`` seconds until cancelled (or refused for lack of privilege)."""
-        while not self.refused:
+        """Check every ``interval`` seconds until cancelled (a role refused VACUUM still prunes)."""
+        while True:
             await asyncio.sleep(self.interval)
             try:
                 await self.tick()
@@ -114,8 +138,20 @@ class Maintenance:
         """One check, and a VACUUM if due; True if this call vacuumed the table.
 
         Database errors propagate (:meth:`run` logs them); lack of privilege does not.
+        Prunes the history first when ``prune_interval`` has passed since the last prune.
         """
-        if self.refused:
+        now = time.monotonic()
+        if not self.prune_refused and (self._pruned_at is None or now - self._pruned_at >= self.prune_interval):
+            self._pruned_at = now
+            try:
+                await self.prune()
+            except pg_errors.InsufficientPrivilege as exc:
+                self.prune_refused = True
+                logger.warning(
+                    "pgqueue: this worker's role may not prune pgqueue.job_stats and pgqueue.completed_jobs (%s); "
+                    "run sql/roles/least_privilege.sql again after migrating (it grants pgqueue.prune_history to "
+                    "pgqueue_worker), or prune them as the owner", exc.diag.message_primary or exc)
+        if self.refused or self._dsn is None:
             return False
         health = await self.check()
         if not health.vacuum_due(self.grace):
@@ -124,6 +160,21 @@ class Maintenance:
             self._refuse(health.role, "it owns neither the table nor the database, and has no MAINTAIN on it")
             return False
         return await self.vacuum(health)
+
+    async def prune(self) -> tuple[int, int]:
+        """Delete expired ``job_stats`` rows and ``completed_jobs`` in batches of :data:`PRUNE_BATCH`
+        (at most :data:`PRUNE_BATCHES` of them); returns how many rows of each were deleted."""
+        stats = completed = 0
+        for _ in range(PRUNE_BATCHES):
+            s, c = await self._store.prune_history(self.history_retention, self.completed_retention, PRUNE_BATCH)
+            stats, completed = stats + s, completed + c
+            if s < PRUNE_BATCH and c < PRUNE_BATCH:
+                break
+        self.pruned = (self.pruned[0] + stats, self.pruned[1] + completed)
+        if stats or completed:
+            logger.info("pgqueue: pruned %d rows of pgqueue.job_stats and %d of pgqueue.completed_jobs past their "
+                        "retention", stats, completed)
+        return stats, completed
 
     async def vacuum(self, health: TableHealth) -> bool:
         """VACUUM the table under the advisory lock; False if another session holds the lock
@@ -135,6 +186,8 @@ class Maintenance:
         def noted(diag: psycopg.errors.Diagnostic) -> None:
             notices.append((diag.severity_nonlocalized, diag.sqlstate, diag.message_primary))
 
+        if self._dsn is None:
+            return False
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
         try:
             if not await try_vacuum_lock(conn, VACUUM_LOCK_KEY):

@@ -30,7 +30,7 @@ from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor, Scope
 from pgqueue.worker.fetcher import Fetcher
 from pgqueue.worker.heartbeat import Heartbeat
-from pgqueue.worker.maintenance import Maintenance, check_seconds
+from pgqueue.worker.maintenance import HISTORY_RETENTION, Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
@@ -116,6 +116,11 @@ class Worker:
         threads: the thread pool that runs sync handlers (a plain ``def handle``), at most this
             many at once (default: ``min(concurrency, 32)``). A sync handler waiting for a
             thread holds one of the ``concurrency`` slots and its time limit runs.
+        history_retention: how long the per-minute history ``pgqueue.job_stats`` is kept (seconds,
+            default 7 days); the table maintenance prunes older rows in batches.
+        keep_completed: keep a copy of each job this worker acks in ``pgqueue.completed_jobs``
+            (args, attempts, timings), for this many seconds (default None: off). Written by the
+            ack's own statement; pruned by the table maintenance.
         schedules: enqueue the due ticks of periodic jobs (default True: those registered in this
             process whose connection is this one or unset; ``Client.worker`` passes the list that
             resolves to this connection; False: none). Every worker may: each tick is enqueued once.
@@ -128,7 +133,8 @@ class Worker:
                  listen: bool = True, listen_dsn: str | None = None, fetch_cooldown: float = 0.002,
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
                  heartbeat: bool | None = None, threads: int | None = None,
-                 schedules: bool | Sequence[type[Job]] = True, prefetch: int | None = None) -> None:
+                 schedules: bool | Sequence[type[Job]] = True, prefetch: int | None = None,
+                 history_retention: float = HISTORY_RETENTION, keep_completed: float | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -145,6 +151,9 @@ class Worker:
         interval = 0.0 if maintenance_interval is None else check_seconds(
             maintenance_interval, "maintenance_interval", " (None or 0: no table maintenance)")
         grace = check_seconds(vacuum_grace, "vacuum_grace")
+        history_retention = check_seconds(history_retention, "history_retention")
+        if keep_completed is not None:
+            keep_completed = check_seconds(keep_completed, "keep_completed", " (None: off)")
         self.config = config
         self.store = store
         self.pool: AsyncConnectionPool[Any] = store.pool
@@ -181,24 +190,27 @@ class Worker:
         # has one, else the default one.
         self.listen_dsn = direct or config.dsn or dsn
         self.stats = WorkerStats()
+        vacuum = True
         if interval and config.transaction_pooler and not direct:
             # The VACUUM holds a session advisory lock, which a transaction pooler does not keep.
             logger.warning(
                 "pgqueue: connection %r goes through a transaction pooler and has no listen_dsn: table "
                 "maintenance (VACUUM of pgqueue.jobs when autovacuum does not keep up) is off; set listen_dsn "
                 "to a direct connection to PostgreSQL to turn it on", config.name)
-            interval = 0.0
+            vacuum = False
         #: The table maintenance (None with ``maintenance_interval`` None or 0).
         self.maintenance: Maintenance | None = None
         if interval:
             # The VACUUM's own connection: the pool's database, or the direct one behind a pooler.
             vacuum_dsn = direct if config.transaction_pooler and direct else config.dsn or dsn
-            self.maintenance = Maintenance(self.store, vacuum_dsn, interval=interval, grace=grace,
-                                           vacuumed=self._vacuumed)
+            self.maintenance = Maintenance(self.store, vacuum_dsn if vacuum else None, interval=interval,
+                                           grace=grace, vacuumed=self._vacuumed,
+                                           history_retention=history_retention,
+                                           completed_retention=keep_completed)
         #: The rooms: the completer owns every ack, the executor runs a reservation, the fetcher
         #: reserves and starts executions.
         self.completer = Completer(self.store, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
-                                   on_refused=self._ack_refused)
+                                   on_refused=self._ack_refused, keep_completed=keep_completed is not None)
         #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
         self.cancellations = Cancellations()
         self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,

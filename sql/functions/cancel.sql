@@ -6,6 +6,7 @@
 -- release, fail or lease renewal of that attempt is refused; its worker hears of it on
 -- channel pgqueue_cancel (payload: the job id) and cancels the handler. Cancelling an unknown,
 -- finished (acked jobs leave no row) or already cancelled or failed job changes nothing.
+-- A cancellation counts as cancelled in the history (pgqueue.job_stats).
 -- From psql:  select pgqueue.cancel('<job id>');
 create or replace function pgqueue.cancel(p_id uuid)
 returns text
@@ -29,6 +30,7 @@ begin
                 case when v_reserved then format('cancelled while attempt %s was running', v_attempts)
                      else 'cancelled before it ran' end,
                 'cancelled');
+        perform pgqueue.record_outcomes('cancelled', array[v_queue], array[v_envelope->>'name'], null, null);
         if v_reserved then
             perform pg_notify('pgqueue_cancel', p_id::text);
             return 'cancelled_running';

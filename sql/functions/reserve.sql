@@ -4,12 +4,14 @@
 -- higher priority goes first, then earlier available_at. Rows are locked with
 -- FOR UPDATE SKIP LOCKED, so concurrent callers never block each other or get the same job.
 -- Each granted job gets attempts + 1, a fresh fencing token and a lease that ends
--- p_lease_seconds from now on the database clock (stored in available_at); p_lease_seconds
+-- p_lease_seconds from now on the database clock (stored in available_at; the time it was due
+-- goes to due_at, where the queue latency of pgqueue.job_stats starts); p_lease_seconds
 -- must be from 0.001 (1 ms) to 31536000 (1 year).
 -- A candidate that may not run again is moved to failed_jobs instead of being handed out:
 --   retry_until passed                        -> reason 'deadline_passed'
 --   attempts used up and its lease expired    -> reason 'lease_expired_after_final_attempt'
 --   attempts used up (released on its last)   -> reason 'attempts_exhausted'
+-- (each counted as failed in the history, pgqueue.job_stats).
 -- Queue controls (pgqueue.queues) are decided here, so no worker can overshoot by racing:
 -- a paused queue is skipped; a queue with a concurrency or rate limit has its row locked
 -- (SKIP LOCKED: a worker that finds another reserving from it moves on to its next queue)
@@ -37,6 +39,8 @@ declare
     v_running integer;
     v_tokens double precision;
     v_limited boolean;
+    v_doomed_queues text[];
+    v_doomed_names text[];
 begin
     if p_max_jobs is null or p_max_jobs < 1 then
         raise exception 'pgqueue.reserve: max_jobs must be >= 1, got %', p_max_jobs using errcode = '22023';
@@ -110,9 +114,10 @@ begin
                                   case when j.retry_until < v_now then 'deadline_passed'
                                        when j.token is not null then 'lease_expired_after_final_attempt'
                                        else 'attempts_exhausted' end as reason
-                    )
-                    insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, message, reason)
-                    select d.id, coalesce(d.envelope->>'connection', 'database'), d.queue, d.envelope, d.attempts,
+                    ),
+                    moved as (
+                        insert into pgqueue.failed_jobs as f (job_id, connection, queue, envelope, attempts, message, reason)
+                        select d.id, coalesce(d.envelope->>'connection', 'database'), d.queue, d.envelope, d.attempts,
                            case d.reason
                                when 'deadline_passed' then 'the job''s retry_until deadline passed before it could run again'
                                when 'lease_expired_after_final_attempt' then format(
@@ -120,7 +125,11 @@ begin
                                    d.attempts, d.attempts)
                                else format('all %s tries were used', d.attempts) end,
                            d.reason
-                    from doomed d;
+                        from doomed d
+                        returning f.queue, f.envelope->>'name' as name
+                    )
+                    select array_agg(m.queue), array_agg(m.name) into v_doomed_queues, v_doomed_names from moved m;
+                    perform pgqueue.record_outcomes('failed', v_doomed_queues, v_doomed_names, null, null);
                 end if;
 
                 -- 3. Grant the rest (the doomed rows are gone): attempts + 1, a fresh token,
@@ -131,6 +140,7 @@ begin
                     set attempts = j.attempts + 1,
                         token = nextval('pgqueue.lease_token_seq'),
                         reserved_at = v_now,
+                        due_at = j.available_at,
                         available_at = v_now + v_lease
                     where j.id = any (v_ids)
                     returning j.id, j.token, j.attempts, j.max_tries, j.retry_until, j.available_at,

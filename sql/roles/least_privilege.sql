@@ -1,8 +1,9 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many); nothing else
---   pgqueue_worker    reserve, ack, release, release_unstarted, extend, heartbeat, fail, next_due; LISTEN
---   pgqueue_operator  read jobs, failed_jobs and queue_stats; retry_failed, retry_failed_all,
+--   pgqueue_worker    reserve, ack, release, release_unstarted, extend, heartbeat, fail, next_due,
+--                     prune_history; LISTEN
+--   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats and completed_jobs; retry_failed, retry_failed_all,
 --                     forget_failed, flush_failed, clear
 --
 -- How: none of the three gets any privilege on a table or the sequence. The stored functions
@@ -85,6 +86,14 @@ alter function pgqueue.heartbeat(uuid[], bigint[], double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.fail(uuid, bigint, text, text, text, text)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.ack(uuid[], bigint[], double precision[], double precision[], boolean)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.release(uuid, bigint, double precision, double precision, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_history(double precision, double precision, integer)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.next_due(text[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.retry_failed(uuid)
@@ -113,6 +122,10 @@ grant execute on function
     pgqueue.extend(uuid, bigint, double precision),
     pgqueue.heartbeat(uuid[], bigint[], double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text),
+    pgqueue.ack(uuid[], bigint[], double precision[], double precision[], boolean),
+    pgqueue.release(uuid, bigint, double precision, double precision, double precision),
+    pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision),
+    pgqueue.prune_history(double precision, double precision, integer),
     pgqueue.next_due(text[])
 to pgqueue_worker;
 
@@ -124,3 +137,5 @@ grant execute on function
     pgqueue.clear(text)
 to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
+-- The history (counts and timings only; completed_jobs holds args: operators only).
+grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;

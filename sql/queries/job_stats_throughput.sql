@@ -1,0 +1,12 @@
+-- Throughput per queue over the last N minutes for each N given (the current, partial minute
+-- included): outcomes counted in pgqueue.job_stats, and the database clock. One index range
+-- of job_stats (the longest window).
+select w.minutes, s.queue,
+       coalesce(sum(s.succeeded), 0)::bigint, coalesce(sum(s.failed), 0)::bigint,
+       coalesce(sum(s.retried), 0)::bigint, coalesce(sum(s.cancelled), 0)::bigint
+from unnest(%(windows)s::integer[]) as w(minutes)
+join pgqueue.job_stats s
+  on s.minute > date_trunc('minute', now()) - make_interval(mins => w.minutes)
+where s.minute > date_trunc('minute', now()) - make_interval(mins => (select max(m) from unnest(%(windows)s::integer[]) m))
+group by w.minutes, s.queue
+order by s.queue, w.minutes
