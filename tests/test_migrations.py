@@ -23,7 +23,7 @@ from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
-HEAD = "pgqueue_0004"
+HEAD = "pgqueue_0006"
 
 Snapshot = list[tuple[str, ...]]
 
