@@ -1,6 +1,7 @@
 """pgqueue worker benchmark: drain throughput, wake-up latency, delayed-job lateness, memory.
 
     uv run python -m benchmarks.worker_drain --dsn postgresql://postgres@127.0.0.1/postgres drain --jobs 200000
+    uv run python -m benchmarks.worker_drain --dsn ... drain --jobs 20000 --rate 1000/s [--burst 1]
     uv run python -m benchmarks.worker_drain --dsn ... latency --jobs 500
     uv run python -m benchmarks.worker_drain --dsn ... delayed --jobs 200
     uv run python -m benchmarks.worker_drain --dsn ... memory --jobs 1000000
@@ -26,7 +27,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgqueue import Client, Job, JobContext, migrate
+from pgqueue import Client, Job, JobContext, migrate, parse_rate
 
 WORKER_RESULTS: list[tuple[str, float]] = []
 
@@ -143,18 +144,37 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def drain(admin: str, jobs: int, concurrency: int) -> dict[str, Any]:
+async def set_rate(dsn: str, rate: str, burst: int | None) -> None:
+    count, period = parse_rate(rate)
+    async with Client(dsn) as client:
+        await client.set_limits("default", rate_limit=count, rate_period=period, burst=burst)
+
+
+def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
+          burst: int | None = None) -> dict[str, Any]:
     name = fresh_database(admin)
     dsn = _db(admin, name)
     try:
         enqueue_s = asyncio.run(enqueue_bulk(dsn, jobs))
+        if rate is not None:
+            asyncio.run(set_rate(dsn, rate, burst))
+            with psycopg.connect(admin, autocommit=True) as conn:
+                # Count the worker's pgqueue.reserve calls: jobs per reservation.
+                conn.execute(f'alter database "{name}" set track_functions = \'pl\'')
         proc = spawn_worker(dsn, concurrency, 0, True)
         result = finish(proc)
         with psycopg.connect(dsn) as conn:
             left = conn.execute("select count(*) from pgqueue.jobs").fetchone()
-        return {"bench": "drain", "jobs": jobs, "concurrency": concurrency, "enqueue_jobs_per_s": jobs / enqueue_s,
-                "drain_jobs_per_s": result["jobs_per_s"], "processed": result["processed"],
-                "left": left[0] if left else None}
+            calls = conn.execute("select sum(calls) from pg_stat_user_functions "
+                                 "where schemaname = 'pgqueue' and funcname = 'reserve'").fetchone()
+        figures = {"bench": "drain", "jobs": jobs, "concurrency": concurrency,
+                   "enqueue_jobs_per_s": jobs / enqueue_s, "drain_jobs_per_s": result["jobs_per_s"],
+                   "processed": result["processed"], "left": left[0] if left else None}
+        if rate is not None:
+            reserves = int(calls[0]) if calls and calls[0] else 0
+            figures.update({"rate": rate, "burst": burst, "reserve_calls": reserves,
+                            "jobs_per_reserve": result["processed"] / reserves if reserves else None})
+        return figures
     finally:
         drop_database(admin, name)
 
@@ -219,9 +239,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--delay", type=float, default=0.5, help="delay of each job for the delayed bench")
+    parser.add_argument("--rate", help="drain: a rate limit on the queue, e.g. 1000/s (queue:limit --rate)")
+    parser.add_argument("--burst", type=int, help="drain: the rate's burst (default: the rate per period)")
     args = parser.parse_args()
     if args.bench == "drain":
-        result = drain(args.dsn, args.jobs, args.concurrency)
+        result = drain(args.dsn, args.jobs, args.concurrency, args.rate, args.burst)
     elif args.bench == "memory":
         result = memory(args.dsn, args.jobs, args.concurrency)
     elif args.bench == "latency":

@@ -526,18 +526,21 @@ class Client:
 
     async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
                          rate_limit: int | None = None, rate_period: float | None = None,
-                         connection: str | None = None) -> None:
+                         burst: int | None = None, connection: str | None = None) -> None:
         """Set a queue's global limits, enforced by the database for all workers on all hosts.
 
         ``concurrency``: at most this many jobs of the queue reserved at once; ``rate_limit`` per
-        ``rate_period`` seconds: at most that many reservations (any window of T seconds sees at
-        most ``rate_limit * T / rate_period + 1``). None clears a limit. Takes effect live.
+        ``rate_period`` seconds: a token bucket refilled at that rate, holding at most ``burst``
+        tokens (None: ``rate_limit``, the rate per period). One reservation takes up to
+        min(free slots, tokens) jobs; any window of T seconds sees at most
+        ``rate_limit * T / rate_period + burst`` reservations. None clears a limit. Takes
+        effect live.
         """
-        check_limits(concurrency, rate_limit, rate_period)
+        check_limits(concurrency, rate_limit, rate_period, burst)
         config = self.settings.connection(connection)
         name = self._control_queue(queue or config.queue)
         await (await self._store(config)).set_limits(name, concurrency, rate_limit,
-                                                     None if rate_period is None else float(rate_period))
+                                                     None if rate_period is None else float(rate_period), burst)
 
     async def controls(self, connection: str | None = None) -> list[QueueControl]:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""

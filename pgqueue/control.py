@@ -29,7 +29,8 @@ def parse_rate(text: str) -> tuple[int, float]:
     return int(match.group(1)), _PERIODS[match.group(2)]
 
 
-def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None) -> None:
+def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None,
+                 burst: int | None = None) -> None:
     """Refuse limits ``pgqueue.set_limits`` would refuse, naming the bad value (nothing is changed)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
@@ -46,3 +47,9 @@ def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: f
                                         and math.isfinite(rate_period) and 0.001 <= rate_period <= 31536000):
         raise QueueConfigurationError(f"rate_period must be from 0.001 to 31536000 seconds, got {rate_period!r}; "
                                       "the limits were not changed")
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 1):
+        raise QueueConfigurationError(f"burst must be a whole number >= 1 (or None for the rate per period), "
+                                      f"got {burst!r}; the limits were not changed")
+    if burst is not None and rate_limit is None:
+        raise QueueConfigurationError(f"burst {burst} needs a rate limit (it is the capacity of the rate's token "
+                                      "bucket): give rate_limit and rate_period too; the limits were not changed")

@@ -182,6 +182,8 @@ class QueueControl:
 
     ``concurrency``: at most this many jobs of the queue reserved at once, across all workers;
     ``rate_limit`` per ``rate_period`` seconds: at most that many reservations. None: no limit.
+    ``burst``: the rate's token bucket capacity, the most reservations granted at once; None:
+    the default, ``rate_limit`` (the rate per period).
     """
 
     queue: str
@@ -189,6 +191,7 @@ class QueueControl:
     concurrency: int | None
     rate_limit: int | None
     rate_period: float | None
+    burst: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,11 +607,12 @@ class Store:
                 return bool(_first(await cur.fetchone()))
 
     async def set_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,
-                         rate_period: float | None) -> None:
-        """Set (None: clear) the global concurrency and rate limits of ``queue``."""
+                         rate_period: float | None, burst: int | None = None) -> None:
+        """Set (None: clear) the global concurrency and rate limits of ``queue`` and the rate's
+        burst (None: the rate per period)."""
         with storage_errors(f"setting the limits of queue {queue!r}"):
             async with self._pool.connection() as conn:
-                await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period))
+                await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
 
     async def queue_controls(self) -> list[QueueControl]:
         """Every queue's controls (paused, limits), by queue name; queues never controlled are absent."""

@@ -40,13 +40,18 @@ def test_pause_resume_and_limits_show_in_status(dsn: str, conn: Conn, tmp_path: 
                                   cwd=tmp_path)
     assert paused.returncode == 0 and "queue 'reports' paused" in paused.stdout
     assert limited.returncode == 0, limited.stderr
-    assert "limits of queue 'mailer': concurrency 3, rate 100/s" in limited.stdout
+    # The rate's bucket holds the rate per period unless --burst says otherwise.
+    assert "limits of queue 'mailer': concurrency 3, rate 100/s, burst 100" in limited.stdout
     # A limit not given keeps its value.
     rate_only = pgqueue("queue:limit", "mailer", "--rate", "20/min", "--dsn", dsn, cwd=tmp_path)
-    assert "limits of queue 'mailer': concurrency 3, rate 20/min" in rate_only.stdout
+    assert "limits of queue 'mailer': concurrency 3, rate 20/min, burst 20" in rate_only.stdout
+    burst, zero_burst = pgqueue_all(("queue:limit", "mailer", "--burst", "5", "--dsn", dsn),
+                                    ("queue:limit", "mailer", "--burst", "0", "--dsn", dsn), cwd=tmp_path)
+    assert "limits of queue 'mailer': concurrency 3, rate 20/min, burst 5" in burst.stdout
+    assert zero_burst.returncode == 2 and "burst must be a whole number >= 1" in one_error_line(zero_burst.stderr)
     status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
     assert "paused: reports" in status.stdout
-    assert "limits of queue 'mailer': concurrency 3, rate 20/min" in status.stdout
+    assert "limits of queue 'mailer': concurrency 3, rate 20/min, burst 5" in status.stdout
     assert conn.execute("select count(*) from pgqueue.reserve(array['reports'], 5, 60)").fetchone() == (0,)
 
     resumed, cleared, bad = pgqueue_all(

@@ -183,7 +183,29 @@ async def test_the_rate_limit_grants_one_token_at_a_time(client: Client, dsn: st
             .fetchone()
         assert due is not None and 3500 < float(due[0]) <= 3600
     [control] = await client.controls()
-    assert (control.rate_limit, control.rate_period) == (1, 3600.0)
+    assert (control.rate_limit, control.rate_period, control.burst) == (1, 3600.0, None)
+
+
+async def test_one_reservation_takes_as_many_jobs_as_the_bucket_holds(client: Client, dsn: str) -> None:
+    await client.dispatch_many([Probe(hook="never", n=n) for n in range(150)])
+    # 100 per hour: the bucket starts full with the rate per period, and refills one token per 36 s.
+    await client.set_limits(rate_limit=100, rate_period=3600)
+    reserve = "select id from pgqueue.reserve(array['default'], 200, 60)"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        granted = [len(await (await conn.execute(reserve)).fetchall()) for _ in range(2)]
+        assert granted == [100, 0]
+        # A burst of 10: after a quiet hour (100 tokens' worth of refill) the bucket holds 10.
+        await client.set_limits(rate_limit=100, rate_period=3600, burst=10)
+        assert await (await conn.execute(reserve)).fetchall() == []
+        await conn.execute("update pgqueue.queues set rate_refilled_at = now() - interval '1 hour'")
+        granted = [len(await (await conn.execute(reserve)).fetchall()) for _ in range(2)]
+        assert granted == [10, 0]
+        # Free slots bound it too: min(free slots, tokens).
+        await client.set_limits(concurrency=115, rate_limit=100, rate_period=3600, burst=10)
+        await conn.execute("update pgqueue.queues set rate_refilled_at = now() - interval '1 hour'")
+        assert len(await (await conn.execute(reserve)).fetchall()) == 5
+    [control] = await client.controls()
+    assert (control.concurrency, control.rate_limit, control.rate_period, control.burst) == (115, 100, 3600.0, 10)
 
 
 def test_limits_and_rates_are_checked_before_anything_changes() -> None:
@@ -195,15 +217,23 @@ def test_limits_and_rates_are_checked_before_anything_changes() -> None:
 
 
 async def test_bad_limits_are_refused_and_change_nothing(client: Client, dsn: str) -> None:
-    for kwargs in ({"concurrency": 0}, {"rate_limit": 5}, {"rate_limit": 5, "rate_period": 0.0}):
+    for kwargs in ({"concurrency": 0}, {"rate_limit": 5}, {"rate_limit": 5, "rate_period": 0.0},
+                   {"rate_limit": 5, "rate_period": 1, "burst": 0}, {"rate_limit": 5, "rate_period": 1, "burst": True},
+                   {"rate_limit": 5, "rate_period": 1, "burst": 2.5}):
         with pytest.raises(QueueConfigurationError, match="limits were not changed"):
             await client.set_limits(**kwargs)
+    with pytest.raises(QueueConfigurationError, match="burst 5 needs a rate limit"):
+        await client.set_limits(concurrency=2, burst=5)
     with pytest.raises(QueueConfigurationError, match="nothing was changed"):
         await client.pause("a,b")
     assert await client.controls() == []
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="concurrency must be >= 1"):
             await conn.execute("select pgqueue.set_limits('default', 0, null, null)")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="burst 5 needs a rate limit"):
+            await conn.execute("select pgqueue.set_limits('default', 2, null, null, 5)")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="burst must be >= 1"):
+            await conn.execute("select pgqueue.set_limits('default', null, 5, 1, 0)")
 
 
 # ----------------------------------------------------------- context.transaction()

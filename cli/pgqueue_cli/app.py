@@ -509,6 +509,9 @@ def queue_limit(
         "--concurrency", metavar="N", help="At most N jobs of the queue reserved at once, across all workers.")] = None,
     rate: Annotated[str | None, typer.Option(
         "--rate", metavar="RATE", help="At most this many reservations per period: 100/s, 20/min, 500/h.")] = None,
+    burst: Annotated[int | None, typer.Option(
+        "--burst", metavar="N", help="The rate's bucket: at most N reservations at once after a quiet spell "
+        "(default: the rate per period, e.g. 100 for 100/s).")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove both limits.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -516,7 +519,7 @@ def queue_limit(
     """Set the global limits of a queue, enforced by the database for every worker on every
     host, changed live. A limit not given keeps its current value; --clear removes both.
     Without options, shows the current limits."""
-    if clear and (concurrency is not None or rate is not None):
+    if clear and (concurrency is not None or rate is not None or burst is not None):
         fail("--clear removes both limits: give it alone", EXIT_CONFIG)
     try:
         rate_limit = None if rate is None else pgqueue.parse_rate(rate)
@@ -528,14 +531,16 @@ def queue_limit(
         async with found.client() as q:
             name = found.connection.name
             current = {c.queue: c for c in await q.controls(name)}.get(queue)
-            if clear or concurrency is not None or rate_limit is not None:
+            if clear or concurrency is not None or rate_limit is not None or burst is not None:
                 # A limit not given keeps its current value.
                 keep = current.concurrency if current else None
                 count, period = rate_limit or ((current.rate_limit, current.rate_period) if current else (None, None))
+                bucket = current.burst if current else None
                 if clear:
-                    keep, count, period = None, None, None
+                    keep, count, period, bucket = None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
-                                   rate_limit=count, rate_period=period, connection=name)
+                                   rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
+                                   connection=name)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             return current
 

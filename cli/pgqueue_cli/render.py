@@ -138,7 +138,8 @@ def limits(name: str, control: QueueControl | None) -> str:
     if control is not None and control.concurrency is not None:
         parts.append(f"concurrency {control.concurrency}")
     if control is not None and control.rate_limit is not None and control.rate_period is not None:
-        parts.append(f"rate {control.rate_limit}/{_period(control.rate_period)}")
+        parts.append(f"rate {control.rate_limit}/{_period(control.rate_period)}, "
+                     f"burst {control.rate_limit if control.burst is None else control.burst}")
     return f"limits of queue {name!r}: " + (", ".join(parts) if parts else "none")
 
 

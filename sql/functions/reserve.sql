@@ -16,7 +16,7 @@
 -- a paused queue is skipped; a queue with a concurrency or rate limit has its row locked
 -- (SKIP LOCKED: a worker that finds another reserving from it moves on to its next queue)
 -- while the jobs of the queue reserved with a live lease are counted and its token bucket
--- is refilled and spent. A queue without a row costs one primary-key probe.
+-- is refilled and spent (capacity rate_burst, default the rate per period). A queue without a row costs one primary-key probe.
 -- From psql:  select * from pgqueue.reserve(array['default'], 10, 60);
 create or replace function pgqueue.reserve(p_queues text[], p_max_jobs integer, p_lease_seconds double precision)
 returns table (id uuid, token bigint, attempts integer, max_tries integer, retry_until timestamptz,
@@ -75,7 +75,11 @@ begin
                     v_take := least(v_take, v_control.concurrency - v_running);
                 end if;
                 if v_control.rate_limit is not null then
-                    v_tokens := least(1.0, v_control.rate_tokens
+                    -- The bucket holds up to rate_burst tokens (default: the rate per period),
+                    -- so one reservation may take many jobs; any window of T seconds still sees
+                    -- at most rate * T + burst reservations.
+                    v_tokens := least(coalesce(v_control.rate_burst, v_control.rate_limit)::double precision,
+                        v_control.rate_tokens
                         + extract(epoch from v_now - v_control.rate_refilled_at)::double precision
                           * v_control.rate_limit / extract(epoch from v_control.rate_period)::double precision);
                     v_take := least(v_take, floor(v_tokens)::integer);

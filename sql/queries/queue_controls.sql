@@ -1,3 +1,5 @@
 -- The queue controls an operator set (pgqueue.pause, pgqueue.set_limits), by queue name.
-select q.name, q.paused, q.concurrency, q.rate_limit, extract(epoch from q.rate_period)::double precision
+-- rate_burst null: the token bucket holds the rate per period.
+select q.name, q.paused, q.concurrency, q.rate_limit, extract(epoch from q.rate_period)::double precision,
+       q.rate_burst
 from pgqueue.queues q order by q.name

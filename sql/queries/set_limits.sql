@@ -1,1 +1,1 @@
-select pgqueue.set_limits(%s::text, %s::integer, %s::integer, %s::double precision)
+select pgqueue.set_limits(%s::text, %s::integer, %s::integer, %s::double precision, %s::integer)
