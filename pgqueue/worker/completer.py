@@ -12,6 +12,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from pgqueue.store import Store
+from pgqueue.worker.instruments import Instruments
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -33,8 +34,10 @@ class Completer:
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
-                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None) -> None:
+                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None,
+                 instruments: Instruments | None = None) -> None:
         self._store = store
+        self._instruments = instruments or Instruments()
         self._on_refused = on_refused
         self.flush_interval = flush_interval
         self.batch_size = batch_size
@@ -129,6 +132,7 @@ class Completer:
             try:
                 refused = await self._store.ack(ids, tokens)
             except (psycopg.Error, PoolTimeout, OSError) as exc:
+                self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
                 self.give_back(ids, tokens)
                 await asyncio.sleep(delay)

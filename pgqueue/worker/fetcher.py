@@ -13,6 +13,7 @@ from pgqueue.storage import is_transient, translate
 from pgqueue.store import Reservation, Store
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
+from pgqueue.worker.instruments import Instruments
 
 if TYPE_CHECKING:
     from pgqueue.worker.worker import WorkerStats
@@ -33,8 +34,9 @@ class Fetcher:
 
     def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,
                  queues: list[str], lease: float, concurrency: int, poll_interval: float,
-                 fetch_cooldown: float) -> None:
+                 fetch_cooldown: float, instruments: Instruments | None = None) -> None:
         self._store = store
+        self._instruments = instruments or Instruments()
         self._completer = completer
         self._executor = executor
         self._stats = stats
@@ -85,6 +87,7 @@ class Fetcher:
                 reservations = await self._reserve_shielded(free)
             except Exception as exc:
                 if is_transient(exc):
+                    self._instruments.transient_error()
                     logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
                 elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
                     # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
@@ -100,6 +103,7 @@ class Fetcher:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.05
+            self._instruments.batch(len(reservations))
             for reservation in reservations:
                 self._start(reservation)
             if len(reservations) == free:

@@ -89,7 +89,7 @@ class Heartbeat:
                 self.refused += 1
                 logger.warning("pgqueue: job %s attempt %d: its lease was lost (it expired and the job was "
                                "reserved again, or the job was cleared); the handler is stopped",
-                               context.id, context.attempts)
+                               context.id, context.attempts, extra=context.log_fields())
 
     async def stop(self, task: asyncio.Task[None]) -> None:
         """Cancel the ``run()`` task and wait for it."""
