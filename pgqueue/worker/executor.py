@@ -174,6 +174,7 @@ class Executor:
     def _report(self, context: JobContext, envelope: Envelope, seconds: float) -> None:
         """Tell the instruments how the execution ended (by the decision taken; a failure the
         worker recorded was reported by :meth:`_fail`)."""
+        self.instruments.ran(context.queue, envelope.name, seconds)
         decision = context.decision
         if decision == "failed":
             if context.failure is None:
@@ -183,7 +184,7 @@ class Executor:
             outcome, reason = _OUTCOMES.get(decision or "", ""), None
             if not outcome:
                 return
-        self.instruments.outcome(context.queue, envelope.name, outcome, reason, seconds)
+        self.instruments.outcome(context.queue, envelope.name, outcome, reason)
 
     async def _attempt(self, job: Job, context: JobContext, envelope: Envelope) -> None:
         """Run the handler under its time limit, then carry out the worker's decision if it took none."""
@@ -341,7 +342,7 @@ class Executor:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc, extra=fields)
             return
-        self.instruments.outcome(queue, name, "failed" if accepted else "lost", reason if accepted else None, None)
+        self.instruments.outcome(queue, name, "failed" if accepted else "lost", reason if accepted else None)
         if accepted:
             self._stats.failed += 1
             logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,

@@ -39,9 +39,11 @@ class Instruments:
     def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
         """A reserved job was decoded (``name`` ``"?"`` when its envelope could not be): it is about to run."""
 
-    def outcome(self, queue: str, name: str, outcome: str, reason: str | None, seconds: float | None) -> None:
-        """A job's execution ended: one of :data:`OUTCOMES`; ``reason`` of a failure; ``seconds`` the
-        handler ran (None when no handler ran)."""
+    def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
+        """A job's execution ended: one of :data:`OUTCOMES`; ``reason`` of a failure."""
+
+    def ran(self, queue: str, name: str, seconds: float) -> None:
+        """A handler ran for ``seconds`` (whatever its outcome)."""
 
     def lease_lost(self) -> None:
         """A decision or an ack was refused by the fence after the execution ended."""
@@ -117,15 +119,16 @@ class Recorder(Instruments):
                 found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
             found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
 
-    def outcome(self, queue: str, name: str, outcome: str, reason: str | None, seconds: float | None) -> None:
+    def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
         key = (outcome, queue, name, reason or "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
-        if seconds is not None:
-            found = self.durations.get((queue, name))
-            if found is None:
-                found = self.durations[queue, name] = Histogram(DURATION_BUCKETS)
-            found.observe(seconds)
+
+    def ran(self, queue: str, name: str, seconds: float) -> None:
+        found = self.durations.get((queue, name))
+        if found is None:
+            found = self.durations[queue, name] = Histogram(DURATION_BUCKETS)
+        found.observe(seconds)
 
     def lease_lost(self) -> None:
         self.leases_lost += 1
