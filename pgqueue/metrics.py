@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from pgqueue.worker.instruments import Recorder
 
 __all__ = ["METRICS_DIR_ENV", "PgqueueCollector", "Recorder", "SnapshotWriter", "directory_snapshots", "merge",
-           "serve"]
+           "serve", "snapshot_of"]
 
 #: Set by the supervisor in its worker processes' environment: where each writes its snapshot.
 METRICS_DIR_ENV = "PGQUEUE_METRICS_DIR"
