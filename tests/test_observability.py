@@ -30,7 +30,7 @@ from pgqueue.errors import QueuePayloadError
 from tests.cli_support import REPO, cli_env, command, pgqueue
 from tests.observability_jobs import Broken, FlakyOnce, Ok
 
-WITHIN = 180.0  # worker processes start slowly on a loaded 2-core machine
+WITHIN = 240.0  # worker processes start slowly on a loaded 2-core machine (100 s seen)
 WORKLOAD: list[Job] = [*(Ok() for _ in range(20)), *(FlakyOnce() for _ in range(5)), *(Broken() for _ in range(3))]
 
 
@@ -136,6 +136,7 @@ def _check_workload_counts(samples: Samples) -> None:
     assert total(samples, "pgqueue_reservation_batch_size_count") >= 1
 
 
+@pytest.mark.timeout(900)
 def test_metrics_of_a_running_worker_count_a_known_workload(dsn: str, workers: Callable[..., Worker]) -> None:
     _push(dsn, WORKLOAD)
     port = _free_port()
@@ -155,6 +156,7 @@ def test_metrics_of_a_running_worker_count_a_known_workload(dsn: str, workers: C
     assert w.stop() == 0, w.log()
 
 
+@pytest.mark.timeout(900)
 def test_one_worker_of_several_samples_the_queue_depth(dsn: str, workers: Callable[..., Worker]) -> None:
     ports = [_free_port(), _free_port()]
     started = [workers("--queue", "obs", "--app", "tests.observability_jobs", "--metrics-port", str(p),
@@ -172,6 +174,7 @@ def test_one_worker_of_several_samples_the_queue_depth(dsn: str, workers: Callab
         assert w.stop() == 0, w.log()
 
 
+@pytest.mark.timeout(900)
 def test_a_supervisor_serves_one_endpoint_whose_counts_add_up_across_its_processes(
         dsn: str, workers: Callable[..., Worker], tmp_path: Path) -> None:
     _push(dsn, WORKLOAD + [Ok() for _ in range(200)])
