@@ -95,7 +95,8 @@ class Completer:
         for job_id in refused:
             self.refused += 1
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
-                           "and the job was reserved again, or it was cleared); it may run twice", job_id)
+                           "and the job was reserved again, or it was cleared); it may run twice", job_id,
+                           extra={"job_id": str(job_id)})  # its name, attempt and token are no longer known here
             if self._on_refused is not None:
                 self._on_refused(job_id)
         if not self._ids and not self._in_flight:
