@@ -54,7 +54,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def scrape(port: int) -> Samples:
     """Every sample of the endpoint: (name, sorted labels) -> value; {} while it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
             text = response.read().decode()
     except OSError:
         return {}
@@ -168,8 +168,10 @@ def test_one_worker_of_several_samples_the_queue_depth(dsn: str, workers: Callab
     first = [total(scrape(p), "pgqueue_queue_depth_sampled_timestamp_seconds") for p in ports]
     _poll(lambda: max(total(scrape(p), "pgqueue_queue_depth_sampled_timestamp_seconds") for p in ports)
           > max(first) + 0.5, "more samples")
-    sampling = [p for p in ports if total(scrape(p), "pgqueue_queue_depth_sampled_timestamp_seconds") > 0]
-    assert len(sampling) == 1
+    both = _poll(lambda: all(found := [scrape(p) for p in ports]) and found, "both endpoints to answer")
+    sampling = [p for p, found in zip(ports, both, strict=True)
+                if total(found, "pgqueue_queue_depth_sampled_timestamp_seconds") > 0]
+    assert len(sampling) == 1, both
     for w in started:
         assert w.stop() == 0, w.log()
 
