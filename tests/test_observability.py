@@ -172,7 +172,8 @@ def test_one_worker_of_several_samples_the_queue_depth(dsn: str, workers: Callab
     sampling = [p for p, found in zip(ports, both, strict=True)
                 if total(found, "pgqueue_queue_depth_sampled_timestamp_seconds") > 0]
     assert len(sampling) == 1, both
-    for w in started:
+    for w in started:  # a worker still starting up has no SIGTERM handler yet: wait for it first
+        _poll(lambda w=w: "worker started" in w.log(), "the worker to finish starting", w.log)
         assert w.stop() == 0, w.log()
 
 
