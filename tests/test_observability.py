@@ -9,6 +9,7 @@ and records 3 failures.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -117,6 +118,10 @@ def workers(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
         w.kill()
 
 
+def _logged(worker: Worker, text: str) -> bool:
+    return text in worker.log()
+
+
 def _check_workload_counts(samples: Samples) -> None:
     assert total(samples, "pgqueue_jobs_reserved_total", queue="obs") == 36
     assert total(samples, "pgqueue_jobs_reserved_total", job_name="obs:flaky") == 10
@@ -173,7 +178,7 @@ def test_one_worker_of_several_samples_the_queue_depth(dsn: str, workers: Callab
                 if total(found, "pgqueue_queue_depth_sampled_timestamp_seconds") > 0]
     assert len(sampling) == 1, both
     for w in started:  # a worker still starting up has no SIGTERM handler yet: wait for it first
-        _poll(lambda w=w: "worker started" in w.log(), "the worker to finish starting", w.log)
+        _poll(functools.partial(_logged, w, "worker started"), "the worker to finish starting", w.log)
         assert w.stop() == 0, w.log()
 
 
