@@ -51,6 +51,18 @@ async def fresh_database(admin_dsn: str, label: str) -> AsyncIterator[str]:
             await conn.execute(f'drop database if exists "{name}" with (force)')
 
 
+def asyncpg_dsn(dsn: str) -> str:
+    """A libpq DSN (key=value or URL) as the postgresql:// URL asyncpg accepts."""
+    from urllib.parse import quote
+
+    params = conninfo_to_dict(dsn)
+    auth = quote(str(params.get("user", "postgres")), safe="")
+    if params.get("password"):
+        auth += ":" + quote(str(params["password"]), safe="")
+    host, port = params.get("host", "127.0.0.1"), params.get("port", 5432)
+    return f"postgresql://{auth}@{host}:{port}/{quote(str(params.get('dbname', 'postgres')), safe='')}"
+
+
 async def fetch_value(dsn: str, statement: str, params: Sequence[Any] | None = None) -> Any:
     """First column of the first row of an ad-hoc inspection query."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -217,6 +229,7 @@ async def environment(admin_dsn: str) -> dict[str, Any]:
             cur = await conn.execute("select current_setting(%s)", (name,))
             row = await cur.fetchone()
             pg[name] = str(row[0]) if row else "?"
+        commit_ms = await _commit_latency(conn)
     cpu_model = "?"
     with contextlib.suppress(OSError):
         cpuinfo = await asyncio.to_thread(Path("/proc/cpuinfo").read_text)
@@ -231,8 +244,30 @@ async def environment(admin_dsn: str) -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "cpu": cpu_model,
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "versions": {p: _version(p) for p in ("pgqueue-py", "procrastinate", "pgqueuer", "psycopg", "psycopg-pool",
-                                               "psycopg-binary", "matplotlib")},
+        "versions": {p: _version(p) for p in ("pgqueue-py", "procrastinate", "pgqueuer", "asyncpg", "psycopg",
+                                               "psycopg-pool", "psycopg-binary", "matplotlib")},
         "pgqueue_revision": git_revision(),
         "postgresql": pg,
+        "commit_ms": commit_ms,
     }
+
+
+async def _commit_latency(conn: psycopg.AsyncConnection[Any], samples: int = 300) -> dict[str, float]:
+    """Round trip of the smallest durable commit: an autocommit ``select txid_current()``.
+
+    Taking a transaction id makes the commit write and flush a WAL record (synchronous_commit),
+    so this is what every enqueue of one job in its own transaction pays at least; the same
+    statement without a commit to flush (``select 1``) is measured for comparison.
+    """
+    figures: dict[str, list[float]] = {}
+    for label, statement in (("commit", "select txid_current()"), ("round_trip", "select 1")):
+        for _ in range(20):
+            await conn.execute(statement)
+        times = []
+        for _ in range(samples):
+            started = time.perf_counter()
+            await conn.execute(statement)
+            times.append((time.perf_counter() - started) * 1000)
+        figures[label] = times
+    return {"commit_p50": percentile(figures["commit"], 50), "commit_p90": percentile(figures["commit"], 90),
+            "round_trip_p50": percentile(figures["round_trip"], 50), "samples": samples}

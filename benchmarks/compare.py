@@ -25,9 +25,9 @@ class Sizes:
     """How much work each measurement does."""
 
     single: int = 1000
-    bulk: int = 20000
+    bulk: int = 100_000  # 100 calls of bulk_chunk
     bulk_chunk: int = 1000
-    drain: int = 5000
+    drain: int = 20_000
     latency: int = 200
     latency_gap: float = 0.05
     delayed: int = 200
@@ -101,8 +101,8 @@ def bulk_enqueue(sizes: Sizes) -> Measure:
 
 # --------------------------------------------------------------------- drain
 def drain_size(sizes: Sizes, concurrency: int) -> int:
-    """Jobs per drain run: fewer at low concurrency, where every system is slow."""
-    return sizes.drain // 5 if concurrency == 1 else sizes.drain // 2 if concurrency == 10 else sizes.drain
+    """Jobs per drain run: the same at every concurrency, long enough that start-up does not dominate."""
+    return sizes.drain
 
 
 def drain(sizes: Sizes) -> Measure:

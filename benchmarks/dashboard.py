@@ -22,10 +22,32 @@ import httpx
 import psycopg
 
 from benchmarks.common import fresh_database, sql
-from pgqueue import Client, load_settings, migrate
+from pgqueue import Client, Job, JobContext, load_settings, migrate
 from pgqueue.dashboard import create_app
 
 DEFAULT_ADMIN = os.environ.get("PGQUEUE_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+class NightlyExport(Job):
+    """A periodic job, so the schedules page has rows to show (this process only; no worker runs)."""
+
+    name = "bench:nightly_export"
+    queue = "reports"
+    schedule = "0 3 * * *"
+    schedule_timezone = "Europe/Paris"
+
+    async def handle(self, context: JobContext) -> None:
+        return None
+
+
+class Sweep(Job):
+    """Every 5 minutes."""
+
+    name = "bench:sweep"
+    schedule = "*/5 * * * *"
+
+    async def handle(self, context: JobContext) -> None:
+        return None
 
 
 async def seed(dsn: str, jobs: int, failures: int) -> None:
@@ -41,6 +63,9 @@ async def seed(dsn: str, jobs: int, failures: int) -> None:
 async def measure(dsn: str, runs: int) -> list[tuple[str, list[float]]]:
     settings = load_settings(None, dsn=dsn, environ={})
     async with Client(settings=settings) as client:
+        # Controls on two queues, so the queues page and the overview show them.
+        await client.pause("emails")
+        await client.set_limits("reports", concurrency=3, rate_limit=100, rate_period=1)
         app = create_app(client)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as web:
@@ -66,6 +91,8 @@ async def measure(dsn: str, runs: int) -> list[tuple[str, list[float]]]:
                 ("jobs, name=app:job_3", "/jobs?name=app:job_3"),
                 ("job detail", f"/jobs/{job_id}"),
                 ("workers", "/workers"),
+                ("queues (controls, pause / limits forms)", "/queues"),
+                ("schedules (2 periodic jobs)", "/schedules"),
             ]
             results = []
             for label, path in pages:

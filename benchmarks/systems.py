@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import psycopg
 
-from benchmarks.common import fetch_value, sql
+from benchmarks.common import asyncpg_dsn, fetch_value, sql
 from benchmarks.recorder import RECORDER
 
 SYSTEMS = ("pgqueue", "procrastinate", "pgqueuer")
@@ -110,7 +110,12 @@ class ProcrastinateProducer:
 
 
 class PgqueuerProducer:
-    """PgQueuer: ``Queries.enqueue`` with scalars (one job) or lists (a batch), on a psycopg connection."""
+    """PgQueuer: ``Queries.enqueue`` with scalars (one job) or lists (a batch).
+
+    On an asyncpg pool (``Queries.from_asyncpg_pool``), as PgQueuer's performance guide recommends
+    for producers (docs/guides/performance-tuning.md: "Use AsyncpgPoolDriver for producers");
+    variant ``psycopg``: on a psycopg autocommit connection (``PsycopgDriver``).
+    """
 
     def __init__(self, queries: Any) -> None:
         self.queries = queries
@@ -139,11 +144,17 @@ async def producer(system: str, dsn: str, variant: str = "default") -> AsyncIter
         app = procrastinate_app(dsn)
         async with app.open_async():
             yield ProcrastinateProducer(app)
-    elif system == "pgqueuer":
+    elif system == "pgqueuer" and variant.endswith("psycopg"):
         from pgqueuer import Queries
 
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             yield PgqueuerProducer(Queries.from_psycopg_connection(conn))
+    elif system == "pgqueuer":
+        import asyncpg
+        from pgqueuer import Queries
+
+        async with asyncpg.create_pool(asyncpg_dsn(dsn), min_size=1, max_size=2) as pool:
+            yield PgqueuerProducer(Queries.from_asyncpg_pool(pool))
     else:
         raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
 

@@ -63,13 +63,28 @@ async def run_procrastinate(dsn: str, mode: str, concurrency: int, variant: str)
 
 
 async def run_pgqueuer(dsn: str, mode: str, concurrency: int, variant: str) -> float:
-    import psycopg
-    from pgqueuer import PgQueuer, PsycopgDriver
+    from pgqueuer import AsyncpgDriver, PgQueuer, PsycopgDriver
     from pgqueuer.models import Job
     from pgqueuer.types import QueueExecutionMode
 
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    pgq = PgQueuer(PsycopgDriver(conn))
+    from benchmarks.common import asyncpg_dsn
+
+    # Driver: PgQueuer's performance guide (docs/guides/performance-tuning.md, "Use a dedicated
+    # connection for LISTEN": a direct asyncpg connection for the QueueManager) runs the worker
+    # on one asyncpg connection, the default here. Variant "psycopg" (or suffix "+psycopg") runs it on
+    # PsycopgDriver, as this harness did before: that driver's notification watcher holds the
+    # connection between notifications, so every dequeue waits for it (the ~80 ms wake-up).
+    base = variant.removesuffix("psycopg").rstrip("+") or "default"
+    if variant.endswith("psycopg"):
+        import psycopg
+
+        conn: Any = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        pgq = PgQueuer(PsycopgDriver(conn))
+    else:
+        import asyncpg
+
+        conn = await asyncpg.connect(asyncpg_dsn(dsn))
+        pgq = PgQueuer(AsyncpgDriver(conn))
     # Concurrency: the worker-wide cap max_concurrent_tasks (``pgq run --max-concurrent-tasks``),
     # which PgQueuer requires to be >= 2 x batch_size: batch_size is lowered to fit (c=1 runs
     # with batch_size 1 and a cap of 2, the smallest the API accepts). Variant "unlimited"
@@ -77,9 +92,9 @@ async def run_pgqueuer(dsn: str, mode: str, concurrency: int, variant: str) -> f
     # concurrency_limit instead.
     run_options: dict[str, Any] = {}
     limit = 0
-    if variant == "limit":
+    if base == "limit":
         limit = concurrency
-    elif variant != "unlimited":
+    elif base != "unlimited":
         batch = max(1, min(10, concurrency // 2))
         run_options = {"batch_size": batch, "max_concurrent_tasks": max(concurrency, 2 * batch)}
 

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
+import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from pgqueue import Client, Job, JobContext
+from tests.cli_support import cli_env, command
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, expire_lease, fail, reserve, scalar
 from tests.worker_support import settings_for
@@ -33,6 +37,36 @@ class SignUp(Job):
 
     async def handle(self, context: JobContext) -> None:
         raise NotImplementedError
+
+
+class BlockUntilCancelled(Job):
+    """Runs until cancelled: sets :data:`BLOCKING` ``started``, then ``cancelled`` when stopped."""
+
+    name = "tests.dashboard.block_until_cancelled"
+    queue = "blocking"
+    tries = 1
+
+    async def handle(self, context: JobContext) -> None:
+        BLOCKING["started"].set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            BLOCKING["cancelled"].set()
+            raise
+
+
+#: Events of :class:`BlockUntilCancelled`, set from the worker's thread; a test replaces them first.
+BLOCKING: dict[str, threading.Event] = {"started": threading.Event(), "cancelled": threading.Event()}
+
+
+class Ping(Job):
+    """Does nothing: what a worker reserves in the pause test."""
+
+    name = "tests.dashboard.ping"
+    queue = "pings"
+
+    async def handle(self, context: JobContext) -> None:
+        return None
 
 
 @dataclass
@@ -142,3 +176,98 @@ def served(dsn: str, **options: Any) -> Iterator[Served]:
     """``with served(dsn, read_only=True) as server: ... server.url``."""
     with Served(dsn, **options) as server:
         yield server
+
+
+def in_thread(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run a coroutine on an event loop of its own thread (the browser tests' thread has Playwright's)."""
+    result: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(asyncio.run(make()))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="test-worker")
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the worker did not finish within 60 s"
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+def drain(dsn: str, queue: str) -> int:
+    """How many jobs a worker of ``queue`` runs before it finds none ready (listen off: no wake-ups)."""
+    async def run() -> int:
+        async with Client(settings=settings_for(dsn)) as client:
+            worker = await client.worker(queues=[queue], concurrency=2, listen=False, maintenance_interval=None,
+                                         schedules=False)
+            return await worker.run(stop_when_empty=True)
+    ran: int = in_thread(run)
+    return ran
+
+
+class BackgroundWorker:
+    """A worker of one queue running in a thread with its own event loop, until :meth:`stop`."""
+
+    def __init__(self, dsn: str, queue: str) -> None:
+        self.dsn, self.queue = dsn, queue
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.worker: Any = None
+        self._ready = threading.Event()
+        self._errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="test-background-worker", daemon=True)
+
+    def _run(self) -> None:
+        async def serve() -> None:
+            async with Client(settings=settings_for(self.dsn)) as client:
+                self.loop = asyncio.get_running_loop()
+                # The poll interval is long: only the NOTIFY on pgqueue_cancel stops a handler in time.
+                self.worker = await client.worker(queues=[self.queue], concurrency=2, poll_interval=600,
+                                                  maintenance_interval=None, heartbeat=False, schedules=False)
+                self._ready.set()
+                await self.worker.run()
+
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:
+            self._errors.append(exc)
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> BackgroundWorker:
+        self._thread.start()
+        assert self._ready.wait(30), "the worker did not start"
+        assert not self._errors, self._errors
+        return self
+
+    def stats(self) -> Any:
+        return self.worker.stats
+
+    def __exit__(self, *exc: object) -> None:
+        if self.loop is not None and self.worker is not None:
+            self.loop.call_soon_threadsafe(self.worker.stop)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the worker did not stop"
+        assert not self._errors, self._errors
+
+
+@contextmanager
+def command_served(dsn: str, *options: str, cwd: Path) -> Iterator[str]:
+    """``pgqueue dashboard --port 0 OPTIONS`` in a subprocess; yields its URL (ends it after)."""
+    process = subprocess.Popen([*command(), "dashboard", "--port", "0", "--dsn", dsn, *options], cwd=cwd,
+                               env=cli_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stderr is not None
+        line = ""
+        while "serving" not in line:
+            line = process.stderr.readline()
+            assert line, "the command ended before serving"
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert found, line
+        yield f"http://127.0.0.1:{found.group(1)}"
+    finally:
+        process.terminate()  # the process this helper started, by its own handle
+        process.wait(30)

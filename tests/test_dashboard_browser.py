@@ -12,6 +12,7 @@ import base64
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,21 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.dashboard_support import SECRET, SignUp, failure, seed, served
+from tests.dashboard_support import (
+    BLOCKING,
+    SECRET,
+    BackgroundWorker,
+    BlockUntilCancelled,
+    Ping,
+    SignUp,
+    command_served,
+    drain,
+    failure,
+    seed,
+    served,
+)
 from tests.helpers import envelope
-from tests.sql_calls import enqueue, enqueue_many, scalar
+from tests.sql_calls import enqueue, enqueue_many, rows, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
 # The README's screenshots are rewritten only on request (PGQUEUE_SCREENSHOTS=1), so a test run
@@ -240,3 +253,143 @@ def test_the_page_loads_nothing_from_other_hosts(dsn: str, page: Any) -> None:
         page.goto(server.url + "/", wait_until="load")
         assert page.evaluate("typeof window.htmx") == "object"
     assert requested and all(url.startswith(server.url) for url in requested), requested
+
+
+def control_row(dsn: str, queue: str) -> Any:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = rows(conn, "select paused, concurrency, rate_limit, extract(epoch from rate_period)::float8 as period "
+                           "from pgqueue.queues where name = %s", (queue,))
+    return None if not found else tuple(found[0].values())
+
+
+def test_pause_stops_a_worker_reserving_and_resume_lets_it(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(3):
+            enqueue(conn, envelope("pings", name=Ping.name, args={}))
+    with served(dsn) as server:
+        page.goto(server.url + "/queues")
+        row = page.locator("tr[data-queue=pings]")
+        expect(row.locator("[data-col=state]")).to_have_text("active")
+        row.locator("button:text('Pause')").click()
+        page.wait_for_url(re.compile(r"msg=paused"))
+        assert "paused queue 'pings'" in page.locator(".flash.ok").inner_text()
+        expect(page.locator("tr[data-queue=pings] [data-col=state]")).to_have_text("paused")
+        assert control_row(dsn, "pings") == (True, None, None, None)
+        # The database decides: a worker of the paused queue reserves nothing.
+        assert drain(dsn, "pings") == 0
+        assert count(dsn, "select count(*) from pgqueue.jobs where queue = 'pings' and token is null") == 3
+        # The overview shows the pause too.
+        page.goto(server.url + "/")
+        assert page.locator("tr[data-queue=pings] [data-col=controls]").inner_text().strip() == "paused"
+
+        page.goto(server.url + "/queues")
+        page.locator("tr[data-queue=pings] button:text('Resume')").click()
+        page.wait_for_url(re.compile(r"msg=resumed"))
+        expect(page.locator("tr[data-queue=pings] [data-col=state]")).to_have_text("active")
+        assert control_row(dsn, "pings") == (False, None, None, None)
+        assert drain(dsn, "pings") == 3
+        assert count(dsn, "select count(*) from pgqueue.jobs where queue = 'pings'") == 0
+
+
+def test_limits_are_set_cleared_and_bad_values_named(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with served(dsn) as server:
+        page.goto(server.url + "/queues")
+        form = page.locator("[data-testid=limits-emails]")
+        form.locator("input[name=concurrency]").fill("3")
+        form.locator("input[name=rate]").fill("100/s")
+        form.locator("button:text('Set limits')").click()
+        page.wait_for_url(re.compile(r"msg="))
+        assert control_row(dsn, "emails") == (False, 3, 100, 1.0)
+        form = page.locator("[data-testid=limits-emails]")
+        expect(form.locator("input[name=concurrency]")).to_have_value("3")
+        expect(form.locator("input[name=rate]")).to_have_value("100/s")
+        page.locator("tr[data-queue=reports] button:text('Pause')").click()
+        page.wait_for_url(re.compile(r"msg=paused"))
+        expect(page.locator("tr[data-queue=reports] [data-col=state]")).to_have_text("paused")
+        page.screenshot(path=str(DOCS / "dashboard-queues.png"), full_page=True)
+        form = page.locator("[data-testid=limits-emails]")
+
+        # A bad value: shown as an error naming it, and nothing changes.
+        form.locator("input[name=concurrency]").fill("0")
+        form.locator("button:text('Set limits')").click()
+        page.wait_for_url(re.compile(r"err="))
+        error = page.locator(".flash.bad[role=alert]").inner_text()
+        assert "concurrency '0' is not a whole number" in error and "the limits were not changed" in error
+        form = page.locator("[data-testid=limits-emails]")
+        form.locator("input[name=rate]").fill("lots")
+        form.locator("button:text('Set limits')").click()
+        expect(page.locator(".flash.bad[role=alert]")).to_contain_text("rate 'lots' is not a rate")
+        assert control_row(dsn, "emails") == (False, 3, 100, 1.0)
+
+        page.locator("[data-testid=limits-emails] button:text('Clear')").click()
+        page.wait_for_url(re.compile(r"msg=cleared"))
+        assert control_row(dsn, "emails") == (False, None, None, None)
+
+        # A queue that has no jobs yet, from the form below the table.
+        another = page.locator("[data-testid=another-queue]")
+        another.locator("input[name=queue]").fill("invoices")
+        another.locator("input[name=concurrency]").fill("1")
+        another.locator("button:text('Set limits')").click()
+        page.wait_for_url(re.compile(r"msg="))
+        assert control_row(dsn, "invoices") == (False, 1, None, None)
+        expect(page.locator("tr[data-queue=invoices]")).to_have_count(1)
+
+
+def test_cancel_selected_waiting_jobs_from_the_list(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with served(dsn) as server:
+        page.goto(server.url + "/jobs?queue=emails")
+        page.check(f"tr[data-job='{made.ready[0]}'] input[name=id]")
+        page.check(f"tr[data-job='{made.delayed[0]}'] input[name=id]")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("button:text('Cancel selected')")
+        page.wait_for_url(re.compile(r"msg=cancelled"))
+        assert "cancelled 2 of 2 selected jobs" in page.locator(".flash.ok").inner_text()
+        expect(page.locator("[data-testid=jobs] tbody tr[data-job]")).to_have_count(2)
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs where reason = 'cancelled' and job_id in (%s, %s)",
+                 made.ready[0], made.delayed[0]) == 2
+
+
+def test_cancel_a_running_job_stops_its_handler(dsn: str, page: Any) -> None:
+    BLOCKING.update(started=threading.Event(), cancelled=threading.Event())
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job_id = enqueue(conn, envelope("blocking", name=BlockUntilCancelled.name, args={}, tries=1))
+    with served(dsn) as server, BackgroundWorker(dsn, "blocking") as worker:
+        assert BLOCKING["started"].wait(30), "the handler did not start"
+        page.goto(f"{server.url}/jobs/{job_id}")
+        expect(page.locator("[data-testid=job-facts]")).to_contain_text("reserved")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("button:text('Cancel (running)')")
+        page.wait_for_url(re.compile(r"msg="))
+        assert "cancelled while running" in page.locator(".flash.ok").inner_text()
+        # The handler itself was cancelled (its worker heard pgqueue_cancel), not only the row removed.
+        assert BLOCKING["cancelled"].wait(30), "the running handler was not cancelled"
+        assert worker.stats().lost == 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [recorded] = rows(conn, "select job_id, reason, message from pgqueue.failed_jobs")
+    assert recorded == {"job_id": job_id, "reason": "cancelled", "message": "cancelled while attempt 1 was running"}
+    assert count(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+def test_schedules_page_shows_each_periodic_job(dsn: str, page: Any, tmp_path: Path) -> None:
+    with command_served(dsn, "--app", "tests.cli_schedule_jobs", cwd=tmp_path) as base:
+        page.goto(base + "/schedules")
+        nightly = page.locator("tr[data-schedule='cli:nightly_report']")
+        assert nightly.locator("[data-col=expression]").inner_text() == "0 3 * * *"
+        assert nightly.locator("[data-col=timezone]").inner_text() == "Europe/Paris"
+        assert nightly.locator("[data-col=last]").inner_text() == "none yet"
+        assert "Europe/Paris" in nightly.locator("[data-col=next]").inner_text()
+        assert "every 30s" in page.locator("tr[data-schedule='cli:heartbeat']").inner_text()
+
+
+def test_read_only_hides_the_new_actions(dsn: str, page: Any) -> None:
+    made = seed(dsn)
+    with served(dsn, read_only=True) as server:
+        for path in ("/queues", "/jobs", f"/jobs/{made.reserved}", f"/jobs/{made.ready[0]}", "/schedules"):
+            page.goto(server.url + path)
+            assert page.locator("form[method=post], input[type=checkbox][name=id]").count() == 0, path
+            assert page.locator("button:text('Cancel'), button:text('Pause'), button:text('Set limits')").count() == 0
+        page.goto(server.url + "/queues")
+        assert page.locator("tr[data-queue=emails] [data-col=concurrency]").inner_text() == "no limit"

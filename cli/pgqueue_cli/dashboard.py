@@ -40,13 +40,13 @@ def dashboard_command(
                                           "job class's own `redact`.")] = None,
     apps: Annotated[list[str] | None, typer.Option(
         "--app", metavar="MODULE",
-        help="Module that defines jobs, imported so their `redact` fields are known (repeatable; also "
-             "[tool.pgqueue] app).")] = None,
+        help="Module that defines jobs, imported so their `redact` fields and schedules are known "
+             "(repeatable; also [tool.pgqueue] app).")] = None,
     dsn: Annotated[str | None, typer.Option("--dsn", metavar="DSN", help="PostgreSQL DSN (default: as for the "
                                                                          "other commands).")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
 ) -> None:
-    """Serve the web dashboard: queues, failed jobs (retry, forget, flush), jobs and workers.
+    """Serve the web dashboard: queues (pause, limits), failed jobs, jobs (cancel), schedules, workers.
 
     Binds 127.0.0.1:8080 by default. A non-local --host is refused unless --auth (or
     PGQUEUE_DASHBOARD_AUTH) sets a user and password. Needs `pip install pgqueue-py[dashboard]`.

@@ -14,13 +14,13 @@ from starlette.staticfiles import StaticFiles
 
 from pgqueue import Client, QueueStorageError
 from pgqueue.dashboard.core import HERE, Dashboard, Options
-from pgqueue.dashboard.pages import failed, jobs, overview, workers
+from pgqueue.dashboard.pages import failed, jobs, overview, queues, schedules, workers
 from pgqueue.dashboard.security import BasicAuth, SecurityHeaders
 
 __all__ = ["PAGES", "create_app"]
 
 # The pages, in navigation order. Pages for features pgqueue does not have yet get no entry.
-PAGES: tuple[ModuleType, ...] = (overview, failed, jobs, workers)
+PAGES: tuple[ModuleType, ...] = (overview, queues, failed, jobs, schedules, workers)
 
 
 def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str] | None = None,

@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 import jinja2
 from psycopg.conninfo import conninfo_to_dict
@@ -179,11 +180,13 @@ def format_age(seconds: float | None) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
-def format_when(moment: datetime | None) -> str:
-    """A moment in UTC, to the second."""
+def format_when(moment: datetime | None, zone: str = "UTC") -> str:
+    """A moment in UTC (or in the IANA timezone ``zone``), to the second."""
     if moment is None:
         return "\u2013"  # an en dash: "nothing" in a table cell
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if zone == "UTC":
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return moment.astimezone(ZoneInfo(zone)).strftime(f"%Y-%m-%d %H:%M:%S {zone}")
 
 
 def pretty_json(value: Any) -> str:

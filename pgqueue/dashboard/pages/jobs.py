@@ -1,16 +1,28 @@
-"""Jobs: find live jobs by id, queue or name (keyset pages), and one job with its attempts and lease."""
+"""Jobs: find live jobs by id, queue or name (keyset pages), one job with its attempts and lease, and
+cancel ready, delayed and running jobs (``Client.cancel``: a running handler is stopped by its worker)."""
 
 from __future__ import annotations
 
 import uuid
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from pgqueue import QueueConfigurationError
 from pgqueue.dashboard.core import Dashboard, NavItem, url
 
 NAV = NavItem("Jobs", "/jobs", "jobs")
+
+# What Client.cancel's outcomes mean, as the page says them.
+OUTCOMES = {
+    "cancelled": "cancelled (it was waiting; recorded in failed jobs with reason cancelled)",
+    "cancelled_running": "cancelled while running (its worker stops the handler; recorded in failed jobs)",
+    "already_cancelled": "was already cancelled",
+    "already_failed": "had already failed; nothing changed",
+    "not_found": "is not in the queue any more (finished or removed); nothing changed",
+}
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
@@ -48,7 +60,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             searched_only = True
         return dash.render(request, "jobs.html", page="jobs", rows=rows, filters=filters, problems=problems,
                            next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
-                           first_page=after is None, estimates=await store.table_estimates())
+                           first_page=after is None, estimates=await store.table_estimates(),
+                           here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
 
     async def detail(request: Request) -> Response:
         try:
@@ -65,4 +78,37 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
                            failures=failures)
 
-    return [Route("/jobs", listing, name="jobs"), Route("/jobs/{job_id}", detail, name="job")]
+    async def cancel_one(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            job_id = request.path_params["job_id"]
+            outcome = await dash.client.cancel(job_id, connection=dash.options.connection)
+            return f"job {job_id} {OUTCOMES.get(outcome, outcome)}"
+        return await dash.action(request, run)
+
+    async def cancel_selected(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            ids = []
+            for value in form.getlist("id"):
+                try:  # every id checked before any is cancelled
+                    ids.append(uuid.UUID(str(value)))
+                except ValueError:
+                    raise QueueConfigurationError(f"{value!r} is not a job id; nothing was cancelled") from None
+            if not ids:
+                raise QueueConfigurationError("no job was selected; tick the ones to cancel")
+            outcomes = [await dash.client.cancel(job_id, connection=dash.options.connection) for job_id in ids]
+            done = sum(o in ("cancelled", "cancelled_running") for o in outcomes)
+            running = outcomes.count("cancelled_running")
+            note = f"cancelled {done} of {len(ids)} selected jobs"
+            if running:
+                note += f" ({running} running: their workers stop the handlers)"
+            if done < len(ids):
+                note += f"; {len(ids) - done} had finished, failed or been cancelled already"
+            return note
+        return await dash.action(request, run)
+
+    return [
+        Route("/jobs", listing, name="jobs"),
+        Route("/jobs/cancel-selected", cancel_selected, methods=["POST"], name="jobs_cancel_selected"),
+        Route("/jobs/{job_id}", detail, name="job"),
+        Route("/jobs/{job_id}/cancel", cancel_one, methods=["POST"], name="job_cancel"),
+    ]

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue.dashboard.core import Dashboard, NavItem
+from pgqueue.dashboard.pages.queues import rate_text
 from pgqueue.store import QueueCounts
 
 NAV = NavItem("Overview", "/", "overview")
@@ -101,9 +102,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         store = await dash.store()
         options = dash.options
         # Independent reads run side by side, each on a pooled connection of its own.
-        queues, estimates, listeners = await asyncio.gather(
+        queues, estimates, listeners, controls = await asyncio.gather(
             store.queue_counts(options.count_cap, options.failed_count_cap), store.table_estimates(),
-            store.listeners())
+            store.listeners(), store.queue_controls())
         # A sample costs its pages: taken only when an exact count stopped at its cap.
         jobs_capped = any(q.due_capped or q.later_capped for q in queues)
         failed_capped = any(q.failed_capped for q in queues)
@@ -121,6 +122,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         rows = [(q, cells(q, sample, failed_sample, options.count_cap, options.failed_count_cap)) for q in queues]
         return {
             "rows": rows,
+            "controls": {c.queue: c for c in controls},
+            "rate_text": rate_text,
             "totals": totals([c for _, c in rows]),
             "estimates": estimates,
             "listeners": len(listeners),

@@ -13,7 +13,7 @@
     if (button && button.hasAttribute("data-needs-selection") &&
         !event.target.querySelector("input[name=id]:checked")) {
       event.preventDefault();
-      window.alert("Select at least one failure first.");
+      window.alert("Select at least one row first.");
     }
   });
   // The header checkbox selects every row of the page.

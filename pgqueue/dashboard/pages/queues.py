@@ -1,0 +1,120 @@
+"""Queues: each queue's controls (paused, concurrency and rate limits), with pause / resume and limits.
+
+The controls are rows of ``pgqueue.queues``, set through the public API (``Client.pause``,
+``resume``, ``set_limits``): the reservation function enforces them for every worker, so the
+page only shows and sets them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pgqueue import QueueConfigurationError, QueueControl, parse_rate
+from pgqueue.dashboard.core import Dashboard, NavItem
+
+NAV = NavItem("Queues", "/queues", "queues")
+
+# pgqueue.queues.concurrency is an integer column.
+MAX_CONCURRENCY = 2_147_483_647
+# A rate period the form can write back as "N/<unit>" (what parse_rate reads).
+_UNITS = {1.0: "s", 60.0: "min", 3600.0: "h"}
+
+
+def rate_text(control: QueueControl | None) -> str:
+    """A queue's rate limit as the form takes it (``"100/s"``), or "" for none."""
+    if control is None or control.rate_limit is None or control.rate_period is None:
+        return ""
+    unit = _UNITS.get(control.rate_period)
+    if unit is None:  # set from Python or SQL with another period: say it in seconds
+        return f"{control.rate_limit} per {control.rate_period:g} s"
+    return f"{control.rate_limit}/{unit}"
+
+
+def parse_concurrency(text: str) -> int | None:
+    """The concurrency field: empty is no limit, else a whole number >= 1 (named when it is not)."""
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not text.isdigit() or not 1 <= value <= MAX_CONCURRENCY:
+        raise QueueConfigurationError(
+            f"concurrency {text!r} is not a whole number from 1 to {MAX_CONCURRENCY:,} (leave it empty for no "
+            "limit); the limits were not changed")
+    return value
+
+
+def field(form: FormData, name: str) -> str:
+    """A text field of the form, stripped ("" when absent)."""
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    """``/queues`` (the page) and its actions: pause, resume, set or clear the limits of a queue."""
+
+    async def page(request: Request) -> Response:
+        store = await dash.store()
+        options = dash.options
+        counts, controls = await asyncio.gather(
+            store.queue_counts(options.count_cap, options.failed_count_cap), store.queue_controls())
+        by_queue = {c.queue: c for c in controls}
+        live = {q.queue: q for q in counts}
+        rows = [(name, by_queue.get(name), live.get(name)) for name in sorted(by_queue.keys() | live.keys())]
+        return dash.render(request, "queues.html", page="queues", rows=rows, rate_text=rate_text,
+                           cap=options.count_cap)
+
+    def queue_of(form: FormData) -> str:
+        queue = field(form, "queue")
+        if not queue:
+            raise QueueConfigurationError("no queue was named; nothing was changed")
+        return queue
+
+    async def pause(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            queue = queue_of(form)
+            if await dash.client.pause(queue, connection=dash.options.connection):
+                return f"paused queue {queue!r}: no worker reserves from it until it is resumed"
+            return f"queue {queue!r} was already paused"
+        return await dash.action(request, run)
+
+    async def resume(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            queue = queue_of(form)
+            if await dash.client.resume(queue, connection=dash.options.connection):
+                return f"resumed queue {queue!r}: workers reserve from it again"
+            return f"queue {queue!r} was not paused"
+        return await dash.action(request, run)
+
+    async def limits(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            queue = queue_of(form)
+            if form.get("clear"):
+                concurrency, rate = None, None
+            else:
+                concurrency = parse_concurrency(field(form, "concurrency"))
+                text = field(form, "rate")
+                rate = parse_rate(text) if text else None
+            await dash.client.set_limits(queue, concurrency=concurrency,
+                                         rate_limit=None if rate is None else rate[0],
+                                         rate_period=None if rate is None else rate[1],
+                                         connection=dash.options.connection)
+            if concurrency is None and rate is None:
+                return f"cleared the limits of queue {queue!r}"
+            said = [f"concurrency {concurrency}" if concurrency is not None else "no concurrency limit",
+                    f"rate {field(form, 'rate')}" if rate is not None else "no rate limit"]
+            return f"queue {queue!r}: {', '.join(said)}"
+        return await dash.action(request, run)
+
+    return [
+        Route("/queues", page, name="queues"),
+        Route("/queues/pause", pause, methods=["POST"], name="queue_pause"),
+        Route("/queues/resume", resume, methods=["POST"], name="queue_resume"),
+        Route("/queues/limits", limits, methods=["POST"], name="queue_limits"),
+    ]
