@@ -5,6 +5,9 @@
     uv run python -m benchmarks.worker_drain --dsn ... latency --jobs 500
     uv run python -m benchmarks.worker_drain --dsn ... delayed --jobs 200
     uv run python -m benchmarks.worker_drain --dsn ... memory --jobs 1000000
+    uv run python -m benchmarks.worker_drain --dsn ... drain --jobs 100000 --metrics   # Prometheus metrics on
+    uv run python -m benchmarks.worker_drain --dsn ... metrics-cost --jobs 100000 --rounds 3
+        # drains alternating metrics off/on, --rounds each; medians of throughput and worker CPU per 10k jobs
 
 Each run creates a fresh database (dropped afterwards). The worker runs in its own process;
 the producer in this one. Figures are printed as JSON lines.
@@ -79,9 +82,16 @@ def rss_mib() -> float:
 
 
 async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when_empty: bool,
-                     rss_at: list[int]) -> dict[str, Any]:
+                     rss_at: list[int], metrics: bool = False) -> dict[str, Any]:
+    recorder = server = None
+    if metrics:  # as `queue:work --metrics-port`: a Recorder, its HTTP endpoint, the depth sampler
+        from pgqueue.metrics import Recorder, serve, snapshot_of
+
+        recorder = Recorder()
+        rec = recorder
+        server = serve(0, lambda: [snapshot_of(rec)], addr="127.0.0.1")
     async with Client(dsn) as client:
-        worker = await client.worker(concurrency=concurrency, poll_interval=5.0)
+        worker = await client.worker(concurrency=concurrency, poll_interval=5.0, instruments=recorder)
         marks: dict[str, float] = {}
 
         async def sample() -> None:
@@ -95,29 +105,35 @@ async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when
         sampler = asyncio.create_task(sample()) if rss_at else None
         print(json.dumps({"ready": True}), flush=True)
         started = time.perf_counter()
+        cpu_before = resource.getrusage(resource.RUSAGE_SELF)
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
         elapsed = time.perf_counter() - started
+        cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+        if server is not None:
+            server.shutdown()
         if sampler is not None:
             sampler.cancel()
             for mark in rss_at:  # marks reached in the last moments of the run
                 if str(mark) not in marks and processed >= mark:
                     marks[str(mark)] = rss_mib()
         return {"processed": processed, "seconds": elapsed, "jobs_per_s": processed / elapsed,
-                "rss_mib": marks, "results": WORKER_RESULTS}
+                "cpu_s_per_10k": 10_000 * cpu_s / max(processed, 1), "rss_mib": marks, "results": WORKER_RESULTS}
 
 
 def worker_main(argv: list[str]) -> None:
     dsn, concurrency, max_jobs, stop_when_empty, rss_at = argv[0], int(argv[1]), int(argv[2]), argv[3] == "1", argv[4]
+    metrics = len(argv) > 5 and argv[5] == "1"
     marks = [int(x) for x in rss_at.split(",") if x]
-    result = asyncio.run(run_worker(dsn, concurrency, max_jobs or None, stop_when_empty, marks))
+    result = asyncio.run(run_worker(dsn, concurrency, max_jobs or None, stop_when_empty, marks, metrics))
     print(json.dumps(result), flush=True)
 
 
 def spawn_worker(dsn: str, concurrency: int, max_jobs: int, stop_when_empty: bool,
-                 rss_at: str = "") -> subprocess.Popen[str]:
+                 rss_at: str = "", metrics: bool = False) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.worker_drain", "--worker", dsn, str(concurrency), str(max_jobs),
-         "1" if stop_when_empty else "0", rss_at],
+         "1" if stop_when_empty else "0", rss_at, "1" if metrics else "0"],
         stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None
@@ -151,7 +167,7 @@ async def set_rate(dsn: str, rate: str, burst: int | None) -> None:
 
 
 def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
-          burst: int | None = None) -> dict[str, Any]:
+          burst: int | None = None, metrics: bool = False) -> dict[str, Any]:
     name = fresh_database(admin)
     dsn = _db(admin, name)
     try:
@@ -161,7 +177,7 @@ def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
             with psycopg.connect(admin, autocommit=True) as conn:
                 # Count the worker's pgqueue.reserve calls: jobs per reservation.
                 conn.execute(f'alter database "{name}" set track_functions = \'pl\'')
-        proc = spawn_worker(dsn, concurrency, 0, True)
+        proc = spawn_worker(dsn, concurrency, 0, True, metrics=metrics)
         result = finish(proc)
         with psycopg.connect(dsn) as conn:
             left = conn.execute("select count(*) from pgqueue.jobs").fetchone()
@@ -169,7 +185,8 @@ def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
                                  "where schemaname = 'pgqueue' and funcname = 'reserve'").fetchone()
         figures = {"bench": "drain", "jobs": jobs, "concurrency": concurrency,
                    "enqueue_jobs_per_s": jobs / enqueue_s, "drain_jobs_per_s": result["jobs_per_s"],
-                   "processed": result["processed"], "left": left[0] if left else None}
+                   "processed": result["processed"], "worker_cpu_s_per_10k": result["cpu_s_per_10k"],
+                   "metrics": metrics, "left": left[0] if left else None}
         if rate is not None:
             reserves = int(calls[0]) if calls and calls[0] else 0
             figures.update({"rate": rate, "burst": burst, "reserve_calls": reserves,
@@ -177,6 +194,25 @@ def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
         return figures
     finally:
         drop_database(admin, name)
+
+
+def metrics_cost(admin: str, jobs: int, concurrency: int, rounds: int) -> dict[str, Any]:
+    """Drains alternating metrics off and on, ``rounds`` each; medians of each side."""
+    runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    for _ in range(rounds):
+        for metrics in (False, True):
+            run = drain(admin, jobs, concurrency, metrics=metrics)
+            print(json.dumps(run), file=sys.stderr, flush=True)
+            runs[metrics].append(run)
+    median = {side: {"drain_jobs_per_s": statistics.median(r["drain_jobs_per_s"] for r in found),
+                     "worker_cpu_s_per_10k": statistics.median(r["worker_cpu_s_per_10k"] for r in found)}
+              for side, found in runs.items()}
+    return {"bench": "metrics_cost", "jobs": jobs, "concurrency": concurrency, "rounds": rounds,
+            "off": median[False], "on": median[True],
+            "throughput_change_pct": 100 * (median[True]["drain_jobs_per_s"] / median[False]["drain_jobs_per_s"] - 1),
+            "cpu_change_pct": 100 * (median[True]["worker_cpu_s_per_10k"] / median[False]["worker_cpu_s_per_10k"] - 1),
+            "runs": {"off": [r["drain_jobs_per_s"] for r in runs[False]],
+                     "on": [r["drain_jobs_per_s"] for r in runs[True]]}}
 
 
 def memory(admin: str, jobs: int, concurrency: int) -> dict[str, Any]:
@@ -235,7 +271,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dsn", default=os.environ.get("PGQUEUE_BENCH_DSN", "postgresql://postgres@127.0.0.1/postgres"),
                         help="admin DSN of the server to benchmark on")
-    parser.add_argument("bench", choices=["drain", "latency", "delayed", "memory"])
+    parser.add_argument("bench", choices=["drain", "latency", "delayed", "memory", "metrics-cost"])
+    parser.add_argument("--metrics", action="store_true",
+                        help="drain: the worker records and serves Prometheus metrics")
+    parser.add_argument("--rounds", type=int, default=3, help="metrics-cost: drains per side")
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--delay", type=float, default=0.5, help="delay of each job for the delayed bench")
@@ -243,7 +282,9 @@ def main() -> None:
     parser.add_argument("--burst", type=int, help="drain: the rate's burst (default: the rate per period)")
     args = parser.parse_args()
     if args.bench == "drain":
-        result = drain(args.dsn, args.jobs, args.concurrency, args.rate, args.burst)
+        result = drain(args.dsn, args.jobs, args.concurrency, args.rate, args.burst, args.metrics)
+    elif args.bench == "metrics-cost":
+        result = metrics_cost(args.dsn, args.jobs, args.concurrency, args.rounds)
     elif args.bench == "memory":
         result = memory(args.dsn, args.jobs, args.concurrency)
     elif args.bench == "latency":

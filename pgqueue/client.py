@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -41,6 +43,8 @@ from pgqueue.store import (
     UniqueDispatch,
     record_failure_on,
 )
+from pgqueue.tracing import active as tracing_active
+from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
 from pgqueue.worker.scheduler import declared_schedules
 
@@ -160,7 +164,11 @@ class Client:
         if not isinstance(job, Job):
             raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
         config = self.settings.connection(connection or type(job).connection)
-        return Envelope.build(job, config, queue=queue, priority=priority), config
+        envelope = Envelope.build(job, config, queue=queue, priority=priority)
+        carrier = producer_carrier(envelope.queue, job_id=envelope.id)  # None unless traced (pgqueue.tracing)
+        if carrier is not None:
+            envelope = dataclasses.replace(envelope, trace=carrier)
+        return envelope, config
 
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
                    priority: int | None = None, connection: str | None = None,
@@ -349,7 +357,17 @@ class Client:
                     raise QueueDispatchError("dispatch_many: all jobs must go to connections of the same database")
             return config
 
-        return encode_many(jobs, connection_of, queue=queue)
+        if not isinstance(jobs, list | tuple):
+            jobs = list(jobs)
+        carrier = None
+        if jobs and isinstance(jobs[0], Job) and tracing_active():  # one PRODUCER span for the batch
+            first = type(jobs[0])
+            destination = queue or first.queue
+            if destination is None:
+                with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
+                    destination = settings.connection(connection or first.connection).queue
+            carrier = producer_carrier(destination or "?", count=len(jobs))
+        return encode_many(jobs, connection_of, queue=queue, trace=carrier)
 
     @staticmethod
     def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:

@@ -68,6 +68,7 @@ class JobContext:
         "_failure",
         "_id",
         "_lease_listener",
+        "_name",
         "_pool",
         "_queue",
         "_token",
@@ -75,8 +76,9 @@ class JobContext:
     )
 
     def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, tries: int, queue: str,
-                 connection: str, lease_seconds_left: float, decisions: Decisions) -> None:
+                 connection: str, lease_seconds_left: float, decisions: Decisions, name: str = "?") -> None:
         self._id = job_id
+        self._name = name
         self._token = token
         self._attempts = attempts
         self.tries = tries
@@ -103,6 +105,17 @@ class JobContext:
     def token(self) -> int:
         """This reservation's fencing token."""
         return self._token
+
+    @property
+    def name(self) -> str:
+        """The job's registered name (``"?"`` when the context was made without one)."""
+        return self._name
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields every log line about this execution carries (``extra=`` of a logging call):
+        ``job_id``, ``job_name``, ``queue``, ``attempt`` and ``token``."""
+        return {"job_id": str(self._id), "job_name": self._name, "queue": self._queue, "attempt": self._attempts,
+                "token": self._token}
 
     @property
     def attempts(self) -> int:

@@ -170,7 +170,8 @@ class EncodedJobs:
 
 
 def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionConfig], *,
-                queue: str | None = None, priority: int | None = None) -> EncodedJobs:
+                queue: str | None = None, priority: int | None = None,
+                trace: dict[str, str] | None = None) -> EncodedJobs:
     """Fix and encode many envelopes as one JSON array, with the checks of :meth:`Envelope.build`
     and :meth:`Envelope.encode`; the text is what ``Envelope.build(job, ...).encode(limit)``
     would give for each job, joined.
@@ -178,8 +179,10 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     ``connection_of(job)`` must depend on the job's class only: it is called once per run of
     jobs of one class. Settings that depend on the job class are validated once per class and connection; args go
     through one C JSON encoder; NUL characters and unpaired surrogates are found in the joined
-    text, and only then is the offending job looked for with :func:`check_json_safe`.
+    text, and only then is the offending job looked for with :func:`check_json_safe`. ``trace``
+    (a W3C trace context, :mod:`pgqueue.tracing`) goes into every envelope.
     """
+    closing = f',"version":{ENVELOPE_VERSION}' + ("" if not trace else f',"trace":{dumps_json(trace)}') + "}"
     layouts: dict[tuple[type[Job], str], _Layout] = {}
     ids: list[uuid.UUID] = []
     names: list[str] = []
@@ -223,7 +226,7 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             value = _deadline(job)
             deadline = "null" if value is None else repr(value)
         job_id = make_id()
-        text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline},"version":{ENVELOPE_VERSION}}}'
+        text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline}{closing}'
         # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
         if len(text) > layout.limit or (not text.isascii()
                                         and len(text.encode("utf-8", "surrogatepass")) > layout.limit):
@@ -268,11 +271,15 @@ class Envelope:
     backoff: Backoff
     retry_until: float | None
     version: int = ENVELOPE_VERSION
+    #: The W3C trace context of the dispatch (``traceparent``, ``tracestate``), when traced
+    #: (:mod:`pgqueue.tracing`); None in envelopes of untraced dispatches and older ones.
+    trace: dict[str, str] | None = None
 
     @classmethod
     def build(cls, job: Job, connection: ConnectionConfig, *, queue: str | None = None,
-              priority: int | None = None) -> Envelope:
-        """Fix a job's envelope: defaults from the job class, then the connection."""
+              priority: int | None = None, trace: dict[str, str] | None = None) -> Envelope:
+        """Fix a job's envelope: defaults from the job class, then the connection; ``trace`` is the
+        dispatch's trace context (:mod:`pgqueue.tracing`)."""
         job_type = type(job)
         args = job.args()
         check_json_safe(args, f"job {job_type.name!r} args")
@@ -281,15 +288,18 @@ class Envelope:
                                                                                 priority)
         return cls(id=new_id(), name=job_type.name, args=args, connection=connection.name,
                    queue=chosen_queue, priority=chosen_priority, tries=tries, timeout=timeout,
-                   backoff=backoff, retry_until=_deadline(job))
+                   backoff=backoff, retry_until=_deadline(job), trace=trace)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON object stored in ``pgqueue.jobs.envelope``."""
-        return {
+        data = {
             "id": str(self.id), "name": self.name, "args": self.args, "connection": self.connection,
             "queue": self.queue, "priority": self.priority, "tries": self.tries, "timeout": self.timeout,
             "backoff": self.backoff.to_data(), "retry_until": self.retry_until, "version": self.version,
         }
+        if self.trace is not None:
+            data["trace"] = self.trace
+        return data
 
     def encode(self, max_bytes: int) -> str:
         """JSON text of the envelope; raises QueuePayloadError when it exceeds ``max_bytes``."""
@@ -395,9 +405,14 @@ class Envelope:
         if version != ENVELOPE_VERSION or type(version) is not int:
             raise QueuePayloadError(f"envelope 'version' {_kind(version)} is not supported by this worker "
                                     f"(it reads version {ENVELOPE_VERSION}); upgrade pgqueue")
+        trace = get("trace")
+        if trace is not None and (type(trace) is not dict or len(trace) > 8 or any(
+                type(k) is not str or type(v) is not str or len(v) > 512 for k, v in trace.items())):
+            raise QueuePayloadError(f"envelope 'trace' must be null or an object of at most 8 short strings "
+                                    f"(a W3C trace context: traceparent, tracestate), got {_kind(trace)}")
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=float(timeout), backoff=backoff,
-                   retry_until=None if retry_until is None else float(retry_until), version=version)
+                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace)
 
 
 class _Missing:

@@ -791,6 +791,12 @@ async def try_vacuum_lock(conn: psycopg.AsyncConnection[Any], key: int) -> bool:
     return bool(_first(await cur.fetchone()))
 
 
+async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]:
+    """Per-queue counts from the ``pgqueue.queue_stats`` view, on ``conn`` (the metrics' depth sampler)."""
+    cur = await conn.execute(query("queue_stats"))
+    return [QueueStats(*row) for row in await cur.fetchall()]
+
+
 async def vacuum_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
     """``VACUUM (SKIP_LOCKED) pgqueue.jobs`` on an autocommit connection."""
     await conn.execute(query("maintenance_vacuum"))

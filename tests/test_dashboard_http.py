@@ -396,6 +396,10 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         # An empty field is no limit: only the rate is kept.
         await post("/queues/limits", queue="reports", concurrency="", rate="5/s")
         assert control_row(dsn, "reports") == (False, None, 5, 1.0)
+        # The form has no burst field: a burst set elsewhere survives a change of the rate.
+        await opened.set_limits("reports", rate_limit=5, rate_period=1, burst=2)
+        await post("/queues/limits", queue="reports", concurrency="", rate="7/s")
+        assert [c.burst for c in await opened.controls() if c.queue == "reports"] == [2]
         assert "cleared+the+limits" in await post("/queues/limits", queue="reports", clear="1", concurrency="9")
         assert control_row(dsn, "reports") == (False, None, None, None)
         # A queue with no jobs yet can be controlled ahead of its first dispatch.

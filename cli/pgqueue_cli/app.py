@@ -14,6 +14,7 @@ import difflib
 import json
 import logging
 import math
+import os
 import sys
 import time
 import uuid
@@ -27,7 +28,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
-from pgqueue_cli import render, supervisor
+from pgqueue_cli import observe, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -187,6 +188,21 @@ def queue_work(
         "--processes", min=1,
         help="Worker processes run by a supervisor that restarts them (1: this process is the worker). "
              "--concurrency and --max-jobs apply to each.")] = 1,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", min=0, max=65535, envvar="PGQUEUE_METRICS_PORT", show_envvar=True,
+        help="Serve Prometheus metrics on this port (http://HOST:PORT/metrics; with --processes, one endpoint "
+             "for all). Needs pip install 'pgqueue-py[metrics]'.")] = None,
+    metrics_interval: Annotated[float, typer.Option(
+        "--metrics-interval",
+        help="With --metrics-port: how often one worker of the database samples the queue depths, in seconds "
+             "(0: never).")] = 15.0,
+    log_format: Annotated[str, typer.Option(
+        "--log-format", metavar="text|json", envvar="PGQUEUE_LOG_FORMAT", show_envvar=True,
+        help="text, or json: one JSON object per line, a job's id, name, queue, attempt and token as "
+             "fields.")] = "text",
+    log_level: Annotated[str | None, typer.Option(
+        "--log-level", metavar="debug|info|warning|error", envvar="PGQUEUE_LOG_LEVEL", show_envvar=True,
+        help="Least severe level logged (default info; -v: debug).")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -202,7 +218,12 @@ def queue_work(
     (with backoff), forwards SIGINT/SIGTERM to all, and exits 1 if one keeps dying
     right after it starts.
     """
-    configure_logging(verbose)
+    configure_logging(verbose, log_format=log_format, log_level=log_level)
+    if not 0 <= metrics_interval < math.inf:
+        fail(f"--metrics-interval must be >= 0 seconds (0: no queue depth sampling), got {metrics_interval:g}",
+             EXIT_CONFIG)
+    if metrics_port is not None:
+        observe.metrics_module()  # the extra is missing: say so before anything starts
     for value, what in ((timeout, "--timeout"), (lease, "--lease"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
             fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
@@ -222,7 +243,9 @@ def queue_work(
              "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
     found = target(dsn, connection, announce=False)
     if processes > 1:  # checked above in one process, so a configuration error is reported once
-        code = asyncio.run(supervisor.Supervisor(supervisor.worker_command(sys.argv[1:]), processes).run())
+        command = supervisor.worker_command(sys.argv[1:])
+        code = asyncio.run(observe.supervise(
+            lambda extra: supervisor.Supervisor(command, processes, env=dict(os.environ, **extra)).run(), metrics_port))
         raise typer.Exit(code)
     supervisor.follow_supervisor()
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
@@ -230,13 +253,17 @@ def queue_work(
                            drain_timeout=drain_timeout, listen=listen,
                            maintenance_interval=maintenance_interval, prefetch=prefetch,
                            history_retention=history_hours * 3600,
-                           keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600)))
+                           keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600,
+                           metrics_interval=metrics_interval),
+                      metrics_port))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
-                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | int | None]) -> None:
-    async with found.client() as client:
-        worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency, **options)
+                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | int | None],
+                metrics_port: int | None = None) -> None:
+    async with found.client() as client, observe.worker_metrics(metrics_port) as recorder:
+        worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency,
+                                     instruments=recorder, **options)
         worker.install_signal_handlers()
         logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
                     "%d jobs registered%s, lease %gs", found.connection.name, found.describe(),

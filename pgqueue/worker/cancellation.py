@@ -44,4 +44,4 @@ class Cancellations:
         if context is not None and context._cancel_requested():
             self.cancelled += 1
             logger.warning("pgqueue: job %s attempt %d was cancelled; its handler is being stopped",
-                           job_id, context.attempts)
+                           job_id, context.attempts, extra=context.log_fields())

@@ -12,6 +12,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from pgqueue.store import AckBatch, Store
+from pgqueue.worker.instruments import Instruments
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -38,8 +39,9 @@ class Completer:
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
                  batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None,
-                 keep_completed: bool = False) -> None:
+                 keep_completed: bool = False, instruments: Instruments | None = None) -> None:
         self._store = store
+        self._instruments = instruments or Instruments()
         self._on_refused = on_refused
         self.flush_interval = flush_interval
         self.batch_size = batch_size
@@ -104,7 +106,8 @@ class Completer:
         for job_id in refused:
             self.refused += 1
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
-                           "and the job was reserved again, or it was cleared); it may run twice", job_id)
+                           "and the job was reserved again, or it was cleared); it may run twice", job_id,
+                           extra={"job_id": str(job_id)})  # its name, attempt and token are no longer known here
             if self._on_refused is not None:
                 self._on_refused(job_id)
         if not self._ids and not self._in_flight:
@@ -144,6 +147,7 @@ class Completer:
             try:
                 refused = await self._store.ack(*batch)
             except (psycopg.Error, PoolTimeout, OSError) as exc:
+                self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
                 self.give_back(*batch)
                 await asyncio.sleep(delay)

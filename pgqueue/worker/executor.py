@@ -21,14 +21,21 @@ from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.store import Reservation, Store
+from pgqueue.tracing import active as tracing_active
+from pgqueue.tracing import consumer_span, record_failure
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
+from pgqueue.worker.instruments import Instruments
 
 if TYPE_CHECKING:
     from pgqueue.worker.worker import WorkerStats
 
 logger = logging.getLogger("pgqueue.worker")
+
+#: The instruments' outcome of each decision (see :data:`pgqueue.worker.instruments.OUTCOMES`).
+_OUTCOMES = {"acked": "succeeded", "released": "retried", "snoozed": "snoozed", "cancelled": "cancelled",
+             "lost": "lost"}
 
 #: ``scope(context)``: an async context manager entered around each execution.
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
@@ -79,8 +86,11 @@ class Executor:
 
     def __init__(self, store: Store, completer: Completer, stats: WorkerStats, *, lease_margin: float,
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
-                 threads: int, cancellations: Cancellations | None = None) -> None:
+                 threads: int, cancellations: Cancellations | None = None,
+                 instruments: Instruments | None = None) -> None:
         self._store = store
+        #: What each execution reports (metrics); the default does nothing.
+        self.instruments = instruments or Instruments()
         #: The running handlers by job id, so a cancellation (``pgqueue.cancel``) finds its handler.
         self.cancellations = cancellations
         self._completer = completer
@@ -103,10 +113,16 @@ class Executor:
             self._thread_pool.shutdown(wait=False, cancel_futures=True)
             self._thread_pool = None
 
-    async def run(self, reservation: Reservation) -> bool:
-        """Run one reservation to its end; False if it was handed back unstarted (stopping)."""
+    async def run(self, reservation: Reservation, received: float | None = None) -> bool:
+        """Run one reservation to its end; False if it was handed back unstarted (stopping).
+
+        ``received``: when the reservation arrived (``time.monotonic()``; default now): a job that
+        waited in the prefetch buffer counts that wait in its queue latency.
+        """
         job_id, token, attempts = reservation.id, reservation.token, reservation.attempts
-        received = time.monotonic()
+        started = time.monotonic()
+        if received is None:
+            received = started
         if self.stopping:
             await self._release_unstarted(job_id, token)
             return False
@@ -115,34 +131,44 @@ class Executor:
             # contains fails that job alone, never the fetch of its batch.
             envelope = Envelope.decode(reservation.envelope, job_id=job_id)
         except QueuePayloadError as exc:
-            await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?")
+            self.instruments.started(reservation.queue, "?", job_id, attempts)
+            await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?", queue=reservation.queue)
             return True
+        self.instruments.started(reservation.queue, envelope.name, job_id, attempts)
         job_type = lookup(envelope.name)
         if job_type is None:
             error = QueuePayloadError(
                 f"job name {envelope.name!r} is not registered in this worker; import the module that "
                 "defines it (--app) — the job was not run"
             )
-            await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name)
+            await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name,
+                             queue=reservation.queue)
             return True
         try:
             job = job_type.from_args(envelope.args)
         except Exception as exc:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
                                       f"{exc}")
-            await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name)
+            await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name,
+                             queue=reservation.queue)
             return True
         # The job starts here.
         context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
                              queue=reservation.queue, connection=envelope.connection,
-                             lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - received),
-                             decisions=self._decisions)
+                             lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - started),
+                             decisions=self._decisions, name=envelope.name)
         context._pool = self._store.pool  # context.transaction() commits on it
         if self.cancellations is not None:
             self.cancellations.hold(context)
+        began = time.monotonic()
         try:
-            await self._attempt(job, context, envelope, received)
+            if tracing_active():
+                with consumer_span(context.queue, job_id, envelope.name, attempts, envelope.trace):
+                    await self._attempt(job, context, envelope, received)
+            else:
+                await self._attempt(job, context, envelope, received)
         finally:
+            self._report(context, envelope, time.monotonic() - began)
             # The job ends here (whatever ended it: see context.decision).
             if self.cancellations is not None:
                 self.cancellations.drop(context)
@@ -150,6 +176,21 @@ class Executor:
             if self.heartbeat is not None:
                 self.heartbeat.drop(context)
         return True
+
+    def _report(self, context: JobContext, envelope: Envelope, seconds: float) -> None:
+        """Tell the instruments how the execution ended (by the decision taken; a failure the
+        worker recorded was reported by :meth:`_fail`)."""
+        self.instruments.ran(context.queue, envelope.name, seconds)
+        decision = context.decision
+        if decision == "failed":
+            if context.failure is None:
+                return  # recorded by _fail, with its reason
+            outcome, reason = "failed", "failed_by_handler"
+        else:
+            outcome, reason = _OUTCOMES.get(decision or "", ""), None
+            if not outcome:
+                return
+        self.instruments.outcome(context.queue, envelope.name, outcome, reason)
 
     async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float) -> None:
         """Run the handler under its time limit, then carry out the worker's decision if it took none.
@@ -183,7 +224,7 @@ class Executor:
             self.heartbeat.hold(context)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts,
-                         context.tries)
+                         context.tries, extra=context.log_fields())
         try:
             if limit() <= loop.time():
                 raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
@@ -214,7 +255,7 @@ class Executor:
                     logger.warning(
                         "pgqueue: job %s (%s) attempt %d: its lease could not be renewed, so the handler was "
                         "stopped %gs before the lease ends; the job runs again once the lease has expired",
-                        job_id, envelope.name, attempts, margin)
+                        job_id, envelope.name, attempts, margin, extra=context.log_fields())
                     return
                 timed_out = TimeoutError(
                     f"job {envelope.name!r} timed out after {loop.time() - started:.3g}s "
@@ -229,12 +270,13 @@ class Executor:
             if self.cancel_running and context.claim_decision("released"):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._store.release(job_id, context.token, 0.0))
-                logger.warning("pgqueue: job %s (%s) cancelled by shutdown and released", job_id, envelope.name)
+                logger.warning("pgqueue: job %s (%s) cancelled by shutdown and released", job_id, envelope.name,
+                               extra=context.log_fields())
             raise
         except QueueLeaseError as exc:
             if context.finished and context.decision == "lost":
                 stats.lost += 1
-                logger.warning("pgqueue: %s", exc)
+                logger.warning("pgqueue: %s", exc, extra=context.log_fields())
                 return
             await self._after_exception(context, envelope, exc, loop.time() - started, wait)
         except Exception as exc:
@@ -270,9 +312,11 @@ class Executor:
         deadline allow, else record the failure. ``duration`` and ``wait`` go to the history."""
         if context.finished:
             logger.warning("pgqueue: job %s (%s) raised after it was %s: %r", context.id, envelope.name,
-                           context.decision, error)
+                           context.decision, error, extra=context.log_fields())
             return
         attempts = context.attempts
+        if tracing_active():
+            record_failure(error, "retried" if attempts < context.tries else "failed")
         if attempts < context.tries:
             delay = envelope.backoff.delay(attempts)
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
@@ -281,26 +325,28 @@ class Executor:
                     accepted = await self._store.release(context.id, context.token, delay, duration, wait)
                 except (psycopg.Error, PoolTimeout, OSError) as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
-                                 "when its lease expires", context.id, exc)
+                                 "when its lease expires", context.id, exc, extra=context.log_fields())
                     return
                 if accepted:
                     self._stats.retried += 1
                     logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
                                    context.id, envelope.name, attempts, context.tries,
-                                   type(error).__name__, error, delay)
+                                   type(error).__name__, error, delay, extra=context.log_fields())
                 else:
                     self._stats.lost += 1
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
-                                   context.id, attempts)
+                                   context.id, attempts, extra=context.log_fields())
                 return
         context.claim_decision("failed")
         await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
-                         duration=duration, wait=wait)
+                         queue=context.queue, duration=duration, wait=wait)
 
     async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
-                    *, name: str, duration: float | None = None, wait: float | None = None) -> None:
-        """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)."""
+                    *, name: str, queue: str, duration: float | None = None, wait: float | None = None) -> None:
+        """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)
+        and report it to the instruments."""
         exception, message, trace = describe(error)
+        fields = {"job_id": str(job_id), "job_name": name, "queue": queue, "attempt": attempts, "token": token}
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
         try:
@@ -308,15 +354,17 @@ class Executor:
                                               wait)
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
-                         "and is recovered when its lease expires", job_id, name, exc)
+                         "and is recovered when its lease expires", job_id, name, exc, extra=fields)
             return
+        self.instruments.outcome(queue, name, "failed" if accepted else "lost", reason if accepted else None)
         if accepted:
             self._stats.failed += 1
             logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
-                         attempts, reason, exception, message)
+                         attempts, reason, exception, message, extra=fields)
         else:
             self._stats.lost += 1
-            logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id)
+            logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id,
+                           extra=fields)
 
     async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
         try:

@@ -18,6 +18,7 @@ from pgqueue.store import Reservation, Store
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
 from pgqueue.worker.heartbeat import Heartbeat
+from pgqueue.worker.instruments import Instruments
 
 if TYPE_CHECKING:
     from pgqueue.worker.worker import WorkerStats
@@ -33,10 +34,13 @@ class Prefetched:
     or the job was cancelled or cleared) marks it :attr:`finished` and it is never started.
     """
 
-    __slots__ = ("deadline", "finished", "reservation")
+    __slots__ = ("deadline", "finished", "received", "reservation")
 
     def __init__(self, reservation: Reservation, received: float) -> None:
         self.reservation = reservation
+        #: When the reservation arrived (``time.monotonic()``): the job's wait in the buffer
+        #: counts in its queue latency (the history's ``wait``).
+        self.received = received
         #: When the lease ends (``time.monotonic()`` clock), measured from before the reservation.
         self.deadline = received + reservation.lease_seconds_left
         #: Dropped (lease lost or job cancelled): not to be started nor handed back.
@@ -53,6 +57,11 @@ class Prefetched:
     @property
     def attempts(self) -> int:
         return self.reservation.attempts
+
+    def log_fields(self) -> dict[str, object]:
+        """The job fields of a log line about this buffered job (as ``JobContext.log_fields``)."""
+        r = self.reservation
+        return {"job_id": str(r.id), "queue": r.queue, "attempt": r.attempts, "token": r.token}
 
     def _lease_renewed(self, ends_at: float) -> None:
         self.deadline = max(self.deadline, ends_at)
@@ -87,8 +96,10 @@ class Fetcher:
 
     def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,
                  queues: list[str], lease: float, concurrency: int, poll_interval: float,
-                 fetch_cooldown: float, prefetch: int = 0, heartbeat: Heartbeat | None = None) -> None:
+                 fetch_cooldown: float, prefetch: int = 0, heartbeat: Heartbeat | None = None,
+                 instruments: Instruments | None = None) -> None:
         self._store = store
+        self._instruments = instruments or Instruments()
         self._completer = completer
         self._executor = executor
         self._stats = stats
@@ -175,6 +186,7 @@ class Fetcher:
                     reservations = await self._reserve_shielded(room)
                 except Exception as exc:
                     if is_transient(exc):
+                        self._instruments.transient_error()
                         logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
                     elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
                         # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
@@ -190,6 +202,7 @@ class Fetcher:
                     backoff = min(backoff * 2, 5.0)
                     continue
                 backoff = 0.05
+                self._instruments.batch(len(reservations))
                 exhausted = len(reservations) < room
                 if reservations:
                     self._add_to_buffer(reservations)
@@ -254,7 +267,7 @@ class Fetcher:
             reservation = item.reservation
             if left < reservation.lease_seconds_left:
                 reservation = dataclasses.replace(reservation, lease_seconds_left=left)
-            self._start(reservation)
+            self._start(reservation, item.received)
 
     def _drain_buffer(self) -> list[Prefetched]:
         items: list[Prefetched] = []
@@ -304,9 +317,9 @@ class Fetcher:
         return reservations
 
     # -------------------------------------------------------------- executions
-    def _start(self, reservation: Reservation) -> None:
+    def _start(self, reservation: Reservation, received: float | None = None) -> None:
         self._stats.reserved += 1
-        task = asyncio.create_task(self._executor.run(reservation))
+        task = asyncio.create_task(self._executor.run(reservation, received))
         self.running.add(task)
         task.add_done_callback(self._finished)
 

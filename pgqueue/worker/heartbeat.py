@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -31,6 +31,8 @@ class Leased(Protocol):
 
     @property
     def finished(self) -> bool: ...
+
+    def log_fields(self) -> dict[str, Any]: ...
 
     def _lease_renewed(self, ends_at: float) -> None: ...
 
@@ -111,7 +113,7 @@ class Heartbeat:
                 logger.warning("pgqueue: job %s attempt %d: its lease was lost (it expired and the job was "
                                "reserved again, or the job was cancelled or cleared); its handler is stopped (a "
                                "prefetched job is not started)",
-                               context.id, context.attempts)
+                               context.id, context.attempts, extra=context.log_fields())
 
     async def stop(self, task: asyncio.Task[None]) -> None:
         """Cancel the ``run()`` task and wait for it."""

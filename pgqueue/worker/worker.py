@@ -27,9 +27,11 @@ from pgqueue.jobs import Job, registered_jobs
 from pgqueue.store import Store
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
+from pgqueue.worker.depth import DepthSampler
 from pgqueue.worker.executor import Executor, Scope
 from pgqueue.worker.fetcher import Fetcher
 from pgqueue.worker.heartbeat import Heartbeat
+from pgqueue.worker.instruments import Instruments, Recorder
 from pgqueue.worker.maintenance import HISTORY_RETENTION, Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
@@ -121,6 +123,12 @@ class Worker:
         keep_completed: keep a copy of each job this worker acks in ``pgqueue.completed_jobs``
             (args, attempts, timings), for this many seconds (default None: off). Written by the
             ack's own statement; pruned by the table maintenance.
+        instruments: what the worker reports for metrics (:class:`pgqueue.worker.instruments.Instruments`;
+            default: nothing). Pass a :class:`~pgqueue.worker.instruments.Recorder` and serve it with
+            :func:`pgqueue.metrics.serve` (the ``metrics`` extra), as ``queue:work --metrics-port`` does.
+        metrics_interval: with a Recorder, how often queue depths are sampled from the database
+            (seconds, default 15; None or 0: never). One worker of the database samples (advisory
+            lock ``depth.DEPTH_LOCK_KEY``, on its own direct connection); the others export no depth.
         schedules: enqueue the due ticks of periodic jobs (default True: those registered in this
             process whose connection is this one or unset; ``Client.worker`` passes the list that
             resolves to this connection; False: none). Every worker may: each tick is enqueued once.
@@ -134,7 +142,8 @@ class Worker:
                  maintenance_interval: float | None = 2.0, vacuum_grace: float = 60.0,
                  heartbeat: bool | None = None, threads: int | None = None,
                  schedules: bool | Sequence[type[Job]] = True, prefetch: int | None = None,
-                 history_retention: float = HISTORY_RETENTION, keep_completed: float | None = None) -> None:
+                 history_retention: float = HISTORY_RETENTION, keep_completed: float | None = None,
+                 instruments: Instruments | None = None, metrics_interval: float | None = 15.0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
         if not queues or any(not isinstance(q, str) or not q for q in queues):
@@ -209,21 +218,33 @@ class Worker:
                                            completed_retention=keep_completed)
         #: The rooms: the completer owns every ack, the executor runs a reservation, the fetcher
         #: reserves and starts executions.
+        #: What the worker reports for metrics (the default does nothing).
+        self.instruments = instruments or Instruments()
         self.completer = Completer(self.store, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
-                                   on_refused=self._ack_refused, keep_completed=keep_completed is not None)
+                                   on_refused=self._ack_refused, keep_completed=keep_completed is not None,
+                                   instruments=self.instruments)
+        #: The queue depth sampler (None unless ``instruments`` is a Recorder and ``metrics_interval`` is set).
+        self.depth_sampler: DepthSampler | None = None
+        if isinstance(self.instruments, Recorder):
+            self.instruments.acks_pending = lambda: self.completer.pending
+            sample_every = 0.0 if metrics_interval is None else check_seconds(
+                metrics_interval, "metrics_interval", " (None or 0: no queue depth sampling)")
+            if sample_every:
+                self.depth_sampler = DepthSampler(direct or config.dsn or dsn, self.instruments,
+                                                  interval=sample_every)
         #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
         self.cancellations = Cancellations()
         self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
                                  threads=threads if threads is not None else min(concurrency, 32),
-                                 cancellations=self.cancellations)
+                                 cancellations=self.cancellations, instruments=self.instruments)
         #: The periodic-job scheduler (issue 13): enqueues the due ticks of these schedules.
         scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
         self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
         self.fetcher = Fetcher(self.store, self.completer, self.executor, self.stats, queues=self.queues,
                                lease=self.lease, concurrency=concurrency, poll_interval=self.poll_interval,
                                fetch_cooldown=float(fetch_cooldown), prefetch=self.prefetch,
-                               heartbeat=self.heartbeat)
+                               heartbeat=self.heartbeat, instruments=self.instruments)
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
         #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
         self.idle = self.fetcher.idle
@@ -252,6 +273,7 @@ class Worker:
         # Counted as acked when the handler returned; the fence says someone else holds it now.
         self.stats.acked -= 1
         self.stats.lost += 1
+        self.instruments.lease_lost()
 
     def stop(self, *, cancel_running: bool = False) -> None:
         """Stop reserving; running handlers finish (within drain_timeout). ``cancel_running``
@@ -307,6 +329,9 @@ class Worker:
         if self.heartbeat is not None:
             heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
         scheduler_task = asyncio.create_task(self.scheduler.run(), name="pgqueue-scheduler")
+        depth_task: asyncio.Task[None] | None = None
+        if self.depth_sampler is not None:
+            depth_task = asyncio.create_task(self.depth_sampler.run(), name="pgqueue-depth-sampler")
         cancelled = False
         try:
             await self._warn_about_unknown_queues()
@@ -318,6 +343,10 @@ class Worker:
             scheduler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await scheduler_task
+            if depth_task is not None:
+                depth_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await depth_task
             if maintenance_task is not None:
                 # A VACUUM in progress is cancelled on the server; its connection closes.
                 maintenance_task.cancel()

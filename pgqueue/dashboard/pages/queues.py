@@ -101,10 +101,15 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 concurrency = parse_concurrency(field(form, "concurrency"))
                 text = field(form, "rate")
                 rate = parse_rate(text) if text else None
+            burst = None
+            if rate is not None:
+                # The form has no burst field: keep the burst set from the CLI, Python or SQL.
+                controls = await dash.client.controls(connection=dash.options.connection)
+                burst = next((c.burst for c in controls if c.queue == queue), None)
             await dash.client.set_limits(queue, concurrency=concurrency,
                                          rate_limit=None if rate is None else rate[0],
                                          rate_period=None if rate is None else rate[1],
-                                         connection=dash.options.connection)
+                                         burst=burst, connection=dash.options.connection)
             if concurrency is None and rate is None:
                 return f"cleared the limits of queue {queue!r}"
             said = [f"concurrency {concurrency}" if concurrency is not None else "no concurrency limit",

@@ -1,0 +1,80 @@
+"""The queue depth sampler of a worker with metrics: ONE worker of a database counts the queues.
+
+Counting ``pgqueue.jobs`` (the ``pgqueue.queue_stats`` view) costs a scan of the table, so it must
+not run per scrape, nor per worker. Every worker with metrics runs a :class:`DepthSampler`; the one
+that holds the session advisory lock :data:`DEPTH_LOCK_KEY` (on its own direct connection) counts
+once per ``interval`` and exports the result; the others export no depth, and try the lock again
+each interval, so another takes over within one interval when the sampling worker stops or dies
+(its connection closes and PostgreSQL frees the lock). Dashboards take ``max by (queue)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import psycopg
+
+from pgqueue.storage import is_transient
+from pgqueue.store import queue_stats_on, try_vacuum_lock
+from pgqueue.worker.instruments import Recorder
+
+logger = logging.getLogger("pgqueue.worker")
+
+#: The session advisory lock held by the worker that samples queue depths: ``0x7067717565756502``
+#: ("pgqueue" and 2).
+DEPTH_LOCK_KEY = 0x7067717565756502
+
+
+class DepthSampler:
+    """Samples queue depths into ``recorder`` every ``interval`` seconds while it holds the lock."""
+
+    def __init__(self, dsn: str, recorder: Recorder, *, interval: float) -> None:
+        self._dsn = dsn
+        self._recorder = recorder
+        self.interval = interval
+        #: Whether this worker holds the lock (it is the one sampling).
+        self.sampling = False
+        #: Samples taken by this worker.
+        self.samples = 0
+
+    async def run(self) -> None:
+        """Sample until cancelled; errors are logged and the next interval tries again."""
+        conn: psycopg.AsyncConnection[Any] | None = None
+        try:
+            while True:
+                try:
+                    if conn is None or conn.closed:
+                        self.sampling = False
+                        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
+                    if not self.sampling:
+                        self.sampling = await try_vacuum_lock(conn, DEPTH_LOCK_KEY)
+                    if self.sampling:
+                        await self.sample(conn)
+                except Exception as exc:
+                    if is_transient(exc):
+                        self._recorder.transient_error()
+                    logger.warning("pgqueue: sampling queue depths failed (%s: %s); trying again in %gs",
+                                   type(exc).__name__, exc, self.interval)
+                    if conn is not None:
+                        with contextlib.suppress(Exception):
+                            await conn.close()
+                    conn = None
+                    self.sampling = False
+                await asyncio.sleep(self.interval)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def sample(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Count the queues once (on ``conn``) and keep the result."""
+        depth: dict[str, dict[str, float]] = {}
+        for row in await queue_stats_on(conn):
+            depth[row.queue] = {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
+                                "expired": row.expired, "failed": row.failed,
+                                "oldest_ready_age": row.oldest_ready_age or 0.0}
+        self._recorder.sampled(depth)
+        self.samples += 1

@@ -1,0 +1,157 @@
+"""The worker's instruments: what the fetcher, executor and completer report, for metrics.
+
+A worker calls its :class:`Instruments` at a few points of a job's path (a batch reserved, a job
+started, a job's outcome, a lease lost, a transient database error). The default does nothing;
+:class:`Recorder` keeps plain counters and histogram buckets in memory — a dict lookup and an
+integer add per call, no lock (one event loop) and no third-party code on the hot path — which
+``pgqueue.metrics`` turns into Prometheus metrics when scraped.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: Outcomes of an execution, as counted by :meth:`Instruments.outcome`.
+OUTCOMES = ("succeeded", "retried", "snoozed", "failed", "cancelled", "lost")
+
+#: Handler duration buckets (seconds): 1 ms to 5 minutes.
+DURATION_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                                       10.0, 30.0, 60.0, 300.0)
+#: Queue latency buckets (seconds): 1 ms to 1 hour.
+LATENCY_BUCKETS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                                      60.0, 300.0, 900.0, 3600.0)
+#: Reservation batch size buckets (jobs).
+BATCH_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+class Instruments:
+    """The hooks a worker calls; this base does nothing (the default, at no cost)."""
+
+    __slots__ = ()
+
+    def batch(self, size: int) -> None:
+        """One reservation returned ``size`` jobs (0 included)."""
+
+    def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
+        """A reserved job was decoded (``name`` ``"?"`` when its envelope could not be): it is about to run."""
+
+    def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
+        """A job's execution ended: one of :data:`OUTCOMES`; ``reason`` of a failure."""
+
+    def ran(self, queue: str, name: str, seconds: float) -> None:
+        """A handler ran for ``seconds`` (whatever its outcome)."""
+
+    def lease_lost(self) -> None:
+        """A decision or an ack was refused by the fence after the execution ended."""
+
+    def transient_error(self) -> None:
+        """A database call failed with a transient error and will be tried again."""
+
+
+class Histogram:
+    """Cumulative-later bucket counts, a sum and a count (Prometheus histogram semantics)."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound (+Inf)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        """Count one value."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-able state: ``{"bounds", "counts", "sum", "count"}`` (counts per bucket, not cumulative)."""
+        return {"bounds": list(self.bounds), "counts": list(self.counts), "sum": self.sum, "count": self.count}
+
+
+def _uuid7_seconds(job_id: uuid.UUID) -> float:
+    """The Unix time in a version 7 id (its first 48 bits, milliseconds)."""
+    return (job_id.int >> 80) / 1000.0
+
+
+class Recorder(Instruments):
+    """Counts what a worker did, per queue and job name, in memory; :meth:`snapshot` reads it.
+
+    Queue latency is observed for a job's first attempt: from its dispatch (the time in its
+    UUIDv7 id, the producer's clock) to its start (this worker's clock) — minus nothing for a
+    delay given at dispatch, so a delayed job's latency includes its delay. Retries are not
+    observed (their due time is not known to the worker).
+    """
+
+    __slots__ = ("_clock", "acks_pending", "batch_sizes", "counters", "depth", "depth_sampled_at", "durations",
+                 "latencies", "leases_lost", "transient_errors")
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        #: (metric, queue, name, reason) -> count; metric is "reserved" or an outcome.
+        self.counters: dict[tuple[str, str, str, str], int] = {}
+        self.durations: dict[tuple[str, str], Histogram] = {}
+        self.latencies: dict[tuple[str, str], Histogram] = {}
+        self.batch_sizes = Histogram(BATCH_BUCKETS)
+        self.leases_lost = 0
+        self.transient_errors = 0
+        #: Read when a snapshot is taken: the completer's acks not yet confirmed.
+        self.acks_pending: Callable[[], int] = lambda: 0
+        #: The last queue depth sample (queue -> {state: value}) and its Unix time (None: none taken).
+        self.depth: dict[str, dict[str, float]] = {}
+        self.depth_sampled_at: float | None = None
+
+    def batch(self, size: int) -> None:
+        self.batch_sizes.observe(size)
+
+    def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
+        key = ("reserved", queue, name, "")
+        counters = self.counters
+        counters[key] = counters.get(key, 0) + 1
+        if attempts == 1 and job_id.version == 7:
+            found = self.latencies.get((queue, name))
+            if found is None:
+                found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
+            found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
+
+    def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
+        key = (outcome, queue, name, reason or "")
+        counters = self.counters
+        counters[key] = counters.get(key, 0) + 1
+
+    def ran(self, queue: str, name: str, seconds: float) -> None:
+        found = self.durations.get((queue, name))
+        if found is None:
+            found = self.durations[queue, name] = Histogram(DURATION_BUCKETS)
+        found.observe(seconds)
+
+    def lease_lost(self) -> None:
+        self.leases_lost += 1
+
+    def transient_error(self) -> None:
+        self.transient_errors += 1
+
+    def sampled(self, depth: dict[str, dict[str, float]]) -> None:
+        """Keep a queue depth sample (see :class:`pgqueue.worker.depth.DepthSampler`)."""
+        self.depth = depth
+        self.depth_sampled_at = self._clock()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything recorded so far, as JSON-able data (what ``pgqueue.metrics`` exports and what
+        a worker process under a supervisor writes for it to merge)."""
+        return {
+            "counters": [[*key, value] for key, value in self.counters.items()],
+            "durations": [[queue, name, h.to_data()] for (queue, name), h in self.durations.items()],
+            "latencies": [[queue, name, h.to_data()] for (queue, name), h in self.latencies.items()],
+            "batch_sizes": self.batch_sizes.to_data(),
+            "leases_lost": self.leases_lost,
+            "transient_errors": self.transient_errors,
+            "acks_pending": self.acks_pending(),
+            "depth": self.depth,
+            "depth_sampled_at": self.depth_sampled_at,
+        }
