@@ -130,6 +130,23 @@ class JobStatsRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ThroughputBucket:
+    """Outcomes recorded in ``pgqueue.job_stats`` from ``start`` for ``minutes`` minutes (all its
+    queues, or the one asked for)."""
+
+    start: datetime
+    minutes: int
+    succeeded: int
+    failed: int
+    retried: int
+
+    @property
+    def total(self) -> int:
+        """Every outcome of the bucket (succeeded + failed + retried)."""
+        return self.succeeded + self.failed + self.retried
+
+
+@dataclass(frozen=True, slots=True)
 class Throughput:
     """Outcomes of one queue over the last ``minutes`` minutes (the current one included)."""
 
@@ -684,6 +701,18 @@ class Store:
                 rows = await cur.fetchall()
         return [Throughput(queue=r[1], minutes=int(r[0]), succeeded=int(r[2]), failed=int(r[3]),
                            retried=int(r[4]), cancelled=int(r[5])) for r in rows]
+
+    async def throughput_buckets(self, span: int, bucket: int, queue: str | None) -> list[ThroughputBucket]:
+        """The last ``span`` minutes (the current one included) in buckets of ``bucket`` minutes,
+        oldest first, empty buckets included; one queue or all (None). ``bucket`` divides ``span``."""
+        if bucket < 1 or span < bucket or span % bucket:
+            raise ValueError(f"throughput buckets: bucket {bucket!r} must divide span {span!r} minutes")
+        with storage_errors("reading the throughput"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("job_stats_buckets"),
+                                         {"span": span, "bucket": bucket, "queue": queue})
+                rows = await cur.fetchall()
+        return [ThroughputBucket(r[0], bucket, int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
     # -------------------------------------------------------------- dashboard
     # Reads for pgqueue.dashboard: each bounded (capped counts, keyset pages over a bounded scan),

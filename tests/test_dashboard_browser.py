@@ -110,6 +110,11 @@ def test_the_overview_lists_every_queue_and_refreshes_in_place(dsn: str, page: A
         # Waits (polling the DOM, no sleep) until the refreshed fragment shows the new job.
         expect(emails.locator("[data-col=ready]")).to_have_text("4")
         assert page.evaluate("window.__notReloaded") is True
+        # The seeded failures went through pgqueue.fail (job_stats), so the throughput chart draws them.
+        chart = page.locator("#throughput [data-testid=throughput]")
+        expect(chart).to_be_visible()
+        failed = chart.locator("g.bucket").evaluate_all("gs => gs.reduce((n, g) => n + +g.dataset.failed, 0)")
+        assert failed >= 2 and chart.locator("g.bucket").count() == 60
 
 
 def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -> None:

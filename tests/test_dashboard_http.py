@@ -27,7 +27,7 @@ from pgqueue.dashboard import check_bind, create_app, is_local_host
 from tests.cli_support import REPO, cli_env, command, pgqueue
 from tests.dashboard_support import SECRET, Seeded, SignUp, command_served, failure, seed
 from tests.helpers import envelope
-from tests.sql_calls import enqueue_many, rows, scalar
+from tests.sql_calls import ack, enqueue_many, fail, release, reserve, rows, scalar
 from tests.worker_support import settings_for
 
 __all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
@@ -86,8 +86,8 @@ async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Clien
     assert nav is not None
     assert re.findall(r">([^<]+)</a>", nav.group(1)) == [
         "Overview", "Queues", "Failed jobs", "Jobs", "Schedules", "Workers"]
-    # The throughput chart waits for the history table (issue 15): nothing of it is drawn yet.
-    assert "Throughput" not in html and "throughput" not in html.lower()
+    # The throughput chart draws job_stats (issue 15): with no history, it says so in words.
+    assert "<h2>Throughput" in html and "No jobs finished in the last hour." in html
 
 
 async def test_unknown_and_malformed_ids_are_404_pages(opened: Client) -> None:
@@ -502,3 +502,57 @@ async def test_without_apps_the_schedules_page_says_how_to_list_them(opened: Cli
     async with http_client(create_app(opened)) as web:
         page = (await web.get("/schedules")).text
     assert "No periodic job is known to this dashboard" in page and "--app MODULE" in page
+
+
+def buckets_of(html: str) -> list[dict[str, int]]:
+    """The throughput chart's buckets as drawn: the counts in each bucket's data attributes."""
+    found = re.findall(r'<g class="bucket" data-start="[^"]+" data-succeeded="(\d+)" data-failed="(\d+)" '
+                       r'data-retried="(\d+)">', html)
+    return [{"succeeded": int(s), "failed": int(f), "retried": int(r)} for s, f, r in found]
+
+
+def finish_jobs(dsn: str, queue: str, succeeded: int, failed: int, retried: int) -> None:
+    """A known workload, through the stored functions a worker calls (each writes job_stats)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope(queue, name="app:chart") for _ in range(succeeded + failed + retried)])
+        held = reserve(conn, [queue], max_jobs=succeeded + failed + retried)
+        assert len(held) == succeeded + failed + retried
+        ack(conn, [h["id"] for h in held[:succeeded]], [h["token"] for h in held[:succeeded]])
+        for h in held[succeeded:succeeded + failed]:
+            assert fail(conn, h["id"], h["token"])
+        for h in held[succeeded + failed:]:
+            assert release(conn, h["id"], h["token"], 3600)
+
+
+async def test_the_overview_charts_the_jobs_finished_per_bucket(opened: Client, dsn: str) -> None:
+    # Issue 16: the throughput chart reads job_stats (aggregated in SQL); the counts per bucket
+    # are in the SVG's data attributes, every bucket drawn (empty ones too).
+    finish_jobs(dsn, "emails", succeeded=5, failed=2, retried=1)
+    finish_jobs(dsn, "reports", succeeded=3, failed=0, retried=0)
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/")).text
+        assert 'data-testid="throughput"' in page and "no jobs finished" not in page.lower()
+        hour = buckets_of(page)
+        assert len(hour) == 60
+        assert [sum(b[k] for b in hour) for k in ("succeeded", "failed", "retried")] == [8, 2, 1]
+        assert all(b == {"succeeded": 0, "failed": 0, "retried": 0} for b in hour[:-2])  # recent only
+        day = buckets_of((await web.get("/?range=day")).text)
+        assert len(day) == 96 and [sum(b[k] for b in day) for k in ("succeeded", "failed", "retried")] == [8, 2, 1]
+        fragment = (await web.get("/overview/throughput?range=hour&queue=emails")).text
+        assert "<html" not in fragment and 'data-range="hour"' in fragment
+        assert [sum(b[k] for b in buckets_of(fragment)) for k in ("succeeded", "failed", "retried")] == [5, 2, 1]
+        assert 'hx-get="/overview/throughput?range=day&amp;queue=reports"' in (
+            await web.get("/?range=day&queue=reports")).text
+
+
+async def test_the_chart_says_when_no_job_finished(opened: Client, dsn: str) -> None:
+    async with http_client(create_app(opened)) as web:
+        fresh = (await web.get("/")).text
+        assert "No jobs finished in the last hour." in fresh and 'data-testid="throughput"' not in fresh
+    finish_jobs(dsn, "emails", succeeded=1, failed=0, retried=0)
+    async with http_client(create_app(opened)) as web:
+        empty = (await web.get("/overview/throughput?queue=nowhere")).text
+        assert "No jobs finished in the last hour in queue nowhere." in empty and "<svg" not in empty
+        assert 'data-testid="throughput"' in (await web.get("/overview/throughput")).text
+        day = (await web.get("/?range=day&queue=nowhere")).text
+        assert "No jobs finished in the last day in queue nowhere." in day

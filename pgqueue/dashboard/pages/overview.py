@@ -16,10 +16,41 @@ from starlette.routing import BaseRoute, Route
 
 from pgqueue.dashboard.core import Dashboard, NavItem
 from pgqueue.dashboard.pages.queues import rate_text
-from pgqueue.store import QueueCounts
+from pgqueue.store import QueueCounts, ThroughputBucket
 
 NAV = NavItem("Overview", "/", "overview")
 STATES = ("ready", "delayed", "reserved", "expired")
+# The throughput chart's ranges: (label, span in minutes, bucket in minutes), aggregated in SQL.
+RANGES = {"hour": ("last hour", 60, 1), "day": ("last day", 1440, 15)}
+CHART_WIDTH, CHART_HEIGHT = 720, 140
+OUTCOMES = (("succeeded", "#2f855a"), ("retried", "#d69e2e"), ("failed", "#c53030"))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bucket of the chart: its counts and the stacked rectangles (y, height, colour) drawn."""
+
+    bucket: ThroughputBucket
+    x: float
+    width: float
+    parts: list[tuple[str, float, float, str]]
+
+
+def chart_bars(buckets: list[ThroughputBucket]) -> tuple[list[Bar], int]:
+    """Bars scaled to the tallest bucket (its total is returned, 0: nothing finished)."""
+    peak = max((b.total for b in buckets), default=0)
+    step = CHART_WIDTH / max(len(buckets), 1)
+    bars = []
+    for index, bucket in enumerate(buckets):
+        parts, base = [], float(CHART_HEIGHT)
+        for outcome, colour in OUTCOMES:
+            value = getattr(bucket, outcome)
+            if value and peak:
+                height = value * CHART_HEIGHT / peak
+                base -= height
+                parts.append((outcome, round(base, 2), round(height, 2), colour))
+        bars.append(Bar(bucket, round(index * step, 2), round(max(step - 1, 1), 2), parts))
+    return bars, peak
 
 
 @dataclass(frozen=True)
@@ -131,10 +162,26 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             "sampled": sample is not None or failed_sample is not None,
         }
 
+    async def chart_context(request: Request) -> dict[str, Any]:
+        chosen = request.query_params.get("range", "hour")
+        label, span, bucket = RANGES.get(chosen, RANGES["hour"])
+        queue = request.query_params.get("queue") or None
+        store = await dash.store()
+        bars, peak = chart_bars(await store.throughput_buckets(span, bucket, queue))
+        return {"chart_range": chosen if chosen in RANGES else "hour", "chart_label": label,
+                "chart_bucket": bucket, "chart_queue": queue, "bars": bars, "peak": peak,
+                "chart_width": CHART_WIDTH, "chart_height": CHART_HEIGHT, "ranges": RANGES,
+                "chart_totals": {o: sum(getattr(b.bucket, o) for b in bars) for o, _ in OUTCOMES}}
+
     async def page(request: Request) -> Response:
-        return dash.render(request, "overview.html", page="overview", **await counts_context())
+        counts, chart = await asyncio.gather(counts_context(), chart_context(request))
+        return dash.render(request, "overview.html", page="overview", **counts, **chart)
+
+    async def throughput(request: Request) -> Response:
+        return dash.render(request, "_throughput.html", **await chart_context(request))
 
     async def counts(request: Request) -> Response:
         return dash.render(request, "_counts.html", **await counts_context())
 
-    return [Route("/", page, name="overview"), Route("/overview/counts", counts, name="overview_counts")]
+    return [Route("/", page, name="overview"), Route("/overview/counts", counts, name="overview_counts"),
+            Route("/overview/throughput", throughput, name="overview_throughput")]
