@@ -124,7 +124,9 @@ async def test_statement_timeout_on_reservation(ledger_dsn: str, producer: Clien
     total = 600
     # Every statement of the worker is cancelled by the server after 300 ms.
     worker_dsn = make_conninfo(ledger_dsn, options="-c statement_timeout=300")
-    worker = fleet.start(worker_dsn, ledger_dsn=ledger_dsn, pyproject=fault_pyproject, concurrency=10)
+    # prefetch 0: a reservation per batch of free slots, so the statements the lock blocks are
+    # reservations (with a prefetch buffer they are mostly the completer's acks).
+    worker = fleet.start(worker_dsn, ledger_dsn=ledger_dsn, pyproject=fault_pyproject, concurrency=10, prefetch=0)
     await dispatch(producer, [LedgerJob(n=i, work=0.005) for i in range(total)])
     await wait_until(lambda: executions(ledger_dsn) >= 100, within=30, what="100 executions", fleet=fleet)
     injected = 0

@@ -28,6 +28,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--poll-interval", type=float, default=5.0)
     parser.add_argument("--listen-dsn", default=None)
     parser.add_argument("--stop-when-empty", action="store_true")
+    parser.add_argument("--prefetch", type=int, default=None, help="the worker's prefetch (default: its own)")
     return parser.parse_args(argv)
 
 
@@ -36,7 +37,8 @@ async def _main(args: argparse.Namespace) -> int:
     client = pgqueue.Client(settings=settings)
     try:
         worker = await client.worker(args.connection, queues=args.queues.split(","), concurrency=args.concurrency,
-                                    poll_interval=args.poll_interval, listen_dsn=args.listen_dsn)
+                                    poll_interval=args.poll_interval, listen_dsn=args.listen_dsn,
+                                    prefetch=args.prefetch)
         worker.install_signal_handlers()
         await worker.run(stop_when_empty=args.stop_when_empty)
         print(json.dumps({"stats": asdict(worker.stats), "acked": worker.completer.acked,
