@@ -136,9 +136,10 @@ def _live_jobs(conn: Conn) -> int:
 def test_two_processes_drain_a_workload_running_side_by_side(
         dsn: str, conn: Conn, supervise: Callable[..., Supervised], marks: Path) -> None:
     # Two rendezvous jobs finish only if two processes run them at once (concurrency 1 each).
+    # --prefetch 0: with a buffer, one process could hold both rendezvous jobs while it runs one.
     _push(dsn, [Rendezvous(), Rendezvous(), *(Noop() for _ in range(300))])
 
-    s = supervise("--processes", "2", "--concurrency", "1", "--queue", "proc", "--stop-when-empty",
+    s = supervise("--processes", "2", "--concurrency", "1", "--prefetch", "0", "--queue", "proc", "--stop-when-empty",
                   "--app", "tests.supervisor_jobs", "--dsn", dsn)
     assert s.finish() == 0, s.log
     assert _live_jobs(conn) == 0, s.log
