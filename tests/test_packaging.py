@@ -89,6 +89,8 @@ import pgqueue, pgqueue_cli
 def norm(name): return re.sub(r"[-_.]+", "-", name).lower()
 declared = {norm(re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0]) for r in m.requires("pgqueue-py")}
 owners = m.packages_distributions()
+# Import names of optional extras that are not installed here and differ from their distribution's.
+extras = {"opentelemetry": ["opentelemetry-api"]}
 missing = set()
 for package in (pgqueue, pgqueue_cli):
     for source in pathlib.Path(package.__file__).parent.rglob("*.py"):
@@ -99,7 +101,7 @@ for package in (pgqueue, pgqueue_cli):
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("pgqueue", "pgqueue_cli"):
                     continue
-                dists = {norm(d) for d in owners.get(top, [top])}
+                dists = {norm(d) for d in owners.get(top) or extras.get(top, [top])}
                 if not dists & declared:
                     missing.add(f"{source.name}: {top} ({', '.join(sorted(dists))})")
 print("\n".join(sorted(missing)))
