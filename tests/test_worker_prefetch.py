@@ -80,8 +80,8 @@ async def test_prefetch_is_checked_by_name(client: Client) -> None:
         with pytest.raises(QueueConfigurationError, match="prefetch must be an integer >= 0"):
             await client.worker(prefetch=bad)
     worker = await client.worker(concurrency=4)
-    assert worker.prefetch == 50  # the default: min(500, max(50, 10 * concurrency))
-    assert (await client.worker(concurrency=20)).prefetch == 200
+    assert worker.prefetch == 0  # off by default: a buffered job's attempt is already counted
+    assert (await client.worker(concurrency=20, prefetch=200)).prefetch == 200
 
 
 async def test_stop_hands_back_the_buffer_unstarted(client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
