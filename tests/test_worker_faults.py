@@ -107,10 +107,11 @@ async def test_killed_worker_job_goes_to_another_worker_and_the_stale_holder_can
 
         # The killed worker's token is dead: every transition is refused and changes nothing.
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            refused = await (await conn.execute(query("ack"), ([job_id], [stale["token"]]))).fetchall()
-            released = await (await conn.execute(query("release"), (job_id, stale["token"], 0.0))).fetchone()
+            refused = await (await conn.execute(query("ack"), ([job_id], [stale["token"]], [0.0], [0.0],
+                                                                 False))).fetchall()
+            released = await (await conn.execute(query("release"), (job_id, stale["token"], 0.0, 0.0, 0.0))).fetchone()
             failed = await (await conn.execute(query("fail"), (job_id, stale["token"], None, "stale", None,
-                                                               "exception"))).fetchone()
+                                                               "exception", 0.0, 0.0))).fetchone()
             extended = await (await conn.execute(query("extend"), (job_id, stale["token"], 60.0))).fetchall()
         assert refused == [(job_id,)]
         assert released == (False,) and failed == (False,) and extended == []

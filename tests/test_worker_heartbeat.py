@@ -162,7 +162,7 @@ async def test_a_refused_renewal_stops_the_handler_and_its_ack_is_refused(hooks:
     [row] = await jobs(dsn)
     assert (row["token"], row["attempts"]) == (facts["thief"], 2)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        refused = await (await conn.execute(query("ack"), ([job_id], [facts["token"]]))).fetchall()
+        refused = await (await conn.execute(query("ack"), ([job_id], [facts["token"]], [0.0], [0.0], False))).fetchall()
     assert refused == [(job_id,)]
     assert await failures(dsn) == []
 

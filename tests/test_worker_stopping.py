@@ -107,3 +107,29 @@ async def test_stop_with_cancel_running_releases_the_running_jobs(client: Client
     left = await jobs(dsn)
     assert len(left) == 5
     assert all(r["token"] is None and r["due_in"] <= 0 for r in left)  # released, ready for another worker
+
+
+async def test_a_client_closed_under_a_running_worker_gives_up_its_pending_acks(
+        dsn: str, hooks: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Closing the client first is a caller's mistake, but it must not leave a completer retrying
+    forever on a closed pool (it hung the event loop's teardown): the unsent acks are given up,
+    said in the log, and those jobs run again after their leases expire."""
+    from pgqueue.store import Store
+    from pgqueue.worker.completer import Completer
+    from tests.worker_support import settings_for
+
+    async with Client(settings=settings_for(dsn)) as owner:
+        await owner.dispatch(Probe(hook="unused"))
+        store = Store(await owner.pool())
+        [reserved], _ = await store.reserve(["default"], 1, 60.0)
+    completer = Completer(store, flush_interval=0.01)
+    flushing = asyncio.create_task(completer.run())
+    completer.add(reserved.id, reserved.token)
+    with caplog.at_level("ERROR", logger="pgqueue.worker"):
+        await finish(completer.wait_idle(), "the completer to give up on a closed pool")
+    flushing.cancel()
+    await asyncio.gather(flushing, return_exceptions=True)
+    assert completer.pending == 0 and completer.acked == 0
+    assert "connection pool was closed" in caplog.text
+    [row] = await jobs(dsn)
+    assert row["token"] == reserved.token  # still reserved: it runs again after its lease

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 import psycopg
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
 from pgqueue.store import AckBatch, Store
 from pgqueue.worker.instruments import Instruments
@@ -146,6 +146,17 @@ class Completer:
             ids = batch[0]
             try:
                 refused = await self._store.ack(*batch)
+            except PoolClosed:
+                # The client was closed under a running worker: no retry can succeed. The jobs
+                # run again once their leases expire (at-least-once), as after a crash.
+                logger.error("pgqueue: %d finished jobs could not be acknowledged: the connection pool was "
+                             "closed before the worker stopped; they run again after their leases expire",
+                             len(self._ids) + len(ids))
+                self._ids, self._tokens, self._durations, self._waits = [], [], [], []
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.set()
+                return
             except (psycopg.Error, PoolTimeout, OSError) as exc:
                 self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
