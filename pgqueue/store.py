@@ -39,6 +39,10 @@ class Reservation:
     ``envelope`` is the stored envelope as JSON text, not yet parsed or validated: a worker
     decodes it with :meth:`pgqueue.Envelope.decode`, one reservation at a time, so an envelope
     that cannot be read fails its own job instead of the fetch of the whole batch.
+
+    ``prefetched``: granted past the worker's free slots (into its prefetch buffer); the worker
+    reports it with :meth:`Store.ack`'s ``started`` when it starts it. Until then, if the
+    worker dies, the attempt is given back (once per job) instead of being spent unrun.
     """
 
     id: uuid.UUID
@@ -48,6 +52,7 @@ class Reservation:
     lease_seconds_left: float
     queue: str
     envelope: str
+    prefetched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,41 +422,57 @@ class Store:
     # --------------------------------------------------------------- the worker
     # These let psycopg errors through: the worker tells transient faults from the rest.
     async def reserve(self, queues: list[str], limit: int, lease: float, *,
-                      acks: AckBatch | None = None,
+                      run_now: int | None = None, acks: AckBatch | None = None,
                       ) -> tuple[list[Reservation], list[uuid.UUID]]:
         """Reserve up to ``limit`` jobs of ``queues`` (in that order) for ``lease`` seconds.
 
-        ``acks`` (an :data:`AckBatch`) are acknowledged in the same transaction, in one round
-        trip (pipeline mode) and one commit. Returns the reservations and the ids of the
-        acks the fence refused (their lease was lost). If the call raises, neither
-        happened; the caller keeps the acks to send again.
+        The first ``run_now`` (default: all) start at once; the rest are granted as
+        ``prefetched`` (see :class:`Reservation`). ``acks`` (an :data:`AckBatch`) are
+        acknowledged in the same transaction, in one round trip (pipeline mode) and one commit.
+        Returns the reservations and the ids of the acks the fence refused (their lease was
+        lost). If the call raises, neither happened; the caller keeps the acks to send again.
         """
+        params = (queues, limit, lease, limit if run_now is None else run_now)
         if not acks or not acks[0]:
             async with self._pool.connection() as conn:
-                cur = await conn.execute(query("reserve"), (queues, limit, lease))
+                cur = await conn.execute(query("reserve"), params)
                 rows = await cur.fetchall()
             return [Reservation(*row) for row in rows], []
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
                 acked = await conn.execute(query("ack"), acks)
-                cur = await conn.execute(query("reserve"), (queues, limit, lease))
+                cur = await conn.execute(query("reserve"), params)
             refused = await acked.fetchall()
             rows = await cur.fetchall()
         return [Reservation(*row) for row in rows], [row[0] for row in refused]
 
     async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
-                  waits: list[float | None] | None = None, keep: bool = False) -> list[uuid.UUID]:
+                  waits: list[float | None] | None = None, keep: bool = False, *,
+                  started: tuple[list[uuid.UUID], list[int]] | None = None) -> list[uuid.UUID]:
         """Delete finished jobs (fenced by their tokens); returns the ids the fence refused.
 
         Each counts as succeeded in ``pgqueue.job_stats``, with its handler's run time and its
         wait from reservation to handler start (seconds, None: unknown); ``keep`` copies the
-        jobs to ``pgqueue.completed_jobs`` in the same statement.
+        jobs to ``pgqueue.completed_jobs`` in the same statement. ``started`` (ids, tokens):
+        prefetched jobs the worker started since, marked in the same transaction
+        (``pgqueue.mark_started``).
         """
+        marks = started if started is not None and started[0] else None
+        if not ids:
+            if marks is not None:
+                async with self._pool.connection() as conn:
+                    await conn.execute(query("mark_started"), marks)
+            return []
         unknown: list[float | None] = [None] * len(ids)
         params = (ids, tokens, unknown if durations is None else durations, unknown if waits is None else waits,
                   keep)
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("ack"), params)
+            if marks is None:
+                cur = await conn.execute(query("ack"), params)
+            else:
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(query("mark_started"), marks)
+                    cur = await conn.execute(query("ack"), params)
             refused = await cur.fetchall()
         return [row[0] for row in refused]
 

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.helpers import envelope
 from tests.sql_calls import (
@@ -367,3 +368,85 @@ def test_batch_ack_answers_per_pair_in_the_order_given(conn: Conn) -> None:
     assert [(r["id"], r["acked"]) for r in answer] == [
         (ids[0], True), (ids[1], False), (ids[2], True), (ids[3], True), (ids[0], False)]
     assert [j["id"] for j in jobs(conn)] == [ids[1]]
+
+
+# ------------------------------------------------------------------------ prefetch
+def _reserve_ahead(conn: Conn, max_jobs: int, run_now: int, queue: str = "default") -> list[Row]:
+    return rows(conn, "select * from pgqueue.reserve(%s::text[], %s, 60, %s)", ([queue], max_jobs, run_now))
+
+
+def _mark_started(conn: Conn, reserved: list[Row]) -> int:
+    marked: int = scalar(conn, "select pgqueue.mark_started(%s::uuid[], %s::bigint[])",
+                         ([r["id"] for r in reserved], [r["token"] for r in reserved]))
+    return marked
+
+
+def test_jobs_past_run_now_are_granted_as_prefetched(conn: Conn) -> None:
+    enqueue_many(conn, [envelope() for _ in range(4)])
+    granted = _reserve_ahead(conn, 4, run_now=1)
+    assert [r["prefetched"] for r in granted] == [False, True, True, True]
+    assert all(r["attempts"] == 1 for r in granted)  # counted, as always, until the lease says otherwise
+    assert [job(conn, r["id"])["prefetched"] for r in granted] == [False, True, True, True]  # type: ignore[index]
+
+
+def test_an_expired_unstarted_prefetch_gives_its_attempt_back_once(conn: Conn) -> None:
+    """The worker died before starting them: their tries are not spent. Once per job, so a job
+    that kills its worker before its start mark is sent cannot come back forever."""
+    enqueue_many(conn, [envelope(tries=1) for _ in range(2)])
+    running, buffered = _reserve_ahead(conn, 2, run_now=1)
+    for r in (running, buffered):
+        expire_lease(conn, r["id"])
+
+    [again] = reserve(conn, ["default"], 5)
+    assert again["id"] == buffered["id"] and again["attempts"] == 1  # its attempt came back: it runs
+    [f] = failures(conn)  # the running one had its one try
+    assert (f["job_id"], f["reason"]) == (running["id"], "lease_expired_after_final_attempt")
+    row = job(conn, again["id"])
+    assert row is not None and row["refunded"] and not row["prefetched"]
+
+    # Granted ahead again and expired unstarted again: no second refund.
+    expire_lease(conn, again["id"])
+    assert reserve(conn, ["default"], 5) == []  # the final attempt's lease expired: failed
+    enqueue(conn, envelope(tries=1))
+    [ahead] = _reserve_ahead(conn, 1, run_now=0)
+    expire_lease(conn, ahead["id"])
+    [second] = reserve(conn, ["default"], 1)
+    assert second["attempts"] == 1
+    expire_lease(conn, second["id"])
+    assert reserve(conn, ["default"], 1) == []
+    assert {f["job_id"] for f in failures(conn)} == {running["id"], again["id"], ahead["id"]}
+
+
+def test_a_started_prefetch_counts_like_any_attempt(conn: Conn) -> None:
+    enqueue_many(conn, [envelope(tries=2) for _ in range(2)])
+    started, unstarted = _reserve_ahead(conn, 2, run_now=0)
+    assert _mark_started(conn, [started]) == 1
+    assert _mark_started(conn, [started]) == 0  # already marked
+    for r in (started, unstarted):
+        expire_lease(conn, r["id"])
+    again = {r["id"]: r["attempts"] for r in reserve(conn, ["default"], 5)}
+    assert again == {started["id"]: 2, unstarted["id"]: 1}
+
+
+def test_mark_started_is_fenced_and_checks_its_arrays(conn: Conn) -> None:
+    enqueue(conn, envelope())
+    [r] = _reserve_ahead(conn, 1, run_now=0)
+    assert _mark_started(conn, [{**r, "token": r["token"] + 1000}]) == 0  # a stale holder changes nothing
+    assert job(conn, r["id"])["prefetched"]  # type: ignore[index]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="1 ids but 0 tokens"):
+        scalar(conn, "select pgqueue.mark_started(%s::uuid[], %s::bigint[])", ([r["id"]], []))
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="run_now must be >= 0"):
+        _reserve_ahead(conn, 1, run_now=-1)
+
+
+def test_released_and_handed_back_jobs_are_not_refunded_again(conn: Conn) -> None:
+    """A prefetched job that ran and was released (a retry) counts its attempt: the mark only
+    matters for a lease that expired."""
+    enqueue(conn, envelope(tries=3))
+    [r] = _reserve_ahead(conn, 1, run_now=0)
+    assert release(conn, r["id"], r["token"], 0)
+    [again] = reserve(conn, ["default"], 1)
+    assert again["attempts"] == 2
+    expire_lease(conn, again["id"])
+    [third] = reserve(conn, ["default"], 1)
+    assert third["attempts"] == 3

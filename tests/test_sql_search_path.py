@@ -277,6 +277,9 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         call("select * from pgqueue.extend(%s, %s, 30)", (ids[0], tokens[0]))
         if scalar(conn, "select to_regprocedure('pgqueue.heartbeat(uuid[], bigint[], double precision)') is not null"):
             call("select * from pgqueue.heartbeat(%s::uuid[], %s::bigint[], 30)", (ids, tokens))
+        prefetch = scalar(conn, "select to_regprocedure('pgqueue.mark_started(uuid[], bigint[])') is not null")
+        if prefetch:
+            call("select pgqueue.mark_started(%s::uuid[], %s::bigint[])", (ids, tokens))
         call("select pgqueue.release(%s, %s, 0)", (ids[0], tokens[0]))
         call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", (ids[1:2], tokens[1:2]))
         call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[2], tokens[2]))
@@ -288,7 +291,8 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         # The reservation gives up on doomed candidates: deadline passed, last attempt expired.
         call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1, retry_until=1.0)),))
         call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1)),))
-        taken = call("select * from pgqueue.reserve(array['doomed'], 5, 60)")
+        # With prefetch (0007): granted unstarted, so the expired tries=1 job gets its attempt back.
+        taken = call("select * from pgqueue.reserve(array['doomed'], 5, 60" + (", 0)" if prefetch else ")"))
         conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'doomed'")
         call("select * from pgqueue.reserve(array['doomed'], 5, 60)")
         assert taken or errors

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, JobContext, QueueConfigurationError
-from tests.worker_jobs import LedgerJob, Probe
+from tests.worker_jobs import LedgerJob, LedgerOnce, Probe
 from tests.worker_support import (
     Runs,
     client,
@@ -80,8 +80,8 @@ async def test_prefetch_is_checked_by_name(client: Client) -> None:
         with pytest.raises(QueueConfigurationError, match="prefetch must be an integer >= 0"):
             await client.worker(prefetch=bad)
     worker = await client.worker(concurrency=4)
-    assert worker.prefetch == 0  # off by default: a buffered job's attempt is already counted
-    assert (await client.worker(concurrency=20, prefetch=200)).prefetch == 200
+    assert worker.prefetch == 50  # the default: min(500, max(50, 10 * concurrency))
+    assert (await client.worker(concurrency=20)).prefetch == 200
 
 
 async def test_stop_hands_back_the_buffer_unstarted(client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
@@ -197,6 +197,68 @@ async def test_kill_9_with_a_full_buffer_loses_nothing(client: Client, spawn: Sp
     assert sorted(r["n"] for r in finished) == list(range(6)), "a job was lost or finished twice"
     started_in_killed = {r["n"] for r in await _ledger(dsn, "started") if r["pid"] == first.proc.pid}
     assert len(started_in_killed) == 1, "a buffered job was started by the killed worker"
+
+
+async def test_kill_9_spends_no_try_of_a_buffered_job(client: Client, spawn: Spawn, dsn: str) -> None:
+    """tries = 1: the job that was running when its worker died has had its try (it fails as
+    lease_expired_after_final_attempt); the five it had buffered never ran, so they keep theirs
+    and run on the next worker."""
+    await create_ledger(dsn)
+    holder = await _hold_lock(dsn)
+    try:
+        await client.dispatch_many([LedgerOnce(dsn=dsn, n=n, lock=LOCK) for n in range(6)])
+        first = await spawn(sys.executable, "-m", "tests.worker_process", "--dsn", dsn, "--concurrency", "1",
+                            "--prefetch", "5", "--lease", "3", "--lease-margin", "0.5")
+        await wait_until(lambda: _ledger(dsn, "started"), "the first worker to start a job")
+        await wait_until(lambda: _all_reserved(dsn, 6), "the first worker to buffer the other five")
+        await first.kill()  # SIGKILL with one job running and five buffered
+    finally:
+        await holder.execute("select pg_advisory_unlock(%s)", (LOCK,))
+        await holder.close()
+
+    [ran] = [r["n"] for r in await _ledger(dsn, "started")]
+    second = await client.worker(concurrency=3, listen=False, poll_interval=0.2)
+    assert await finish(second.run(max_jobs=5), "the second worker to run the five buffered jobs") == 5
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert (failure["reason"], failure["attempts"]) == ("lease_expired_after_final_attempt", 1)
+    finished = await _ledger(dsn, "finished")
+    assert sorted(r["n"] for r in finished) == sorted(set(range(6)) - {ran})
+    assert all(r["attempt"] == 1 for r in finished), "a buffered job lost a try it never ran"
+
+
+async def test_a_buffered_job_once_started_counts_its_try(client: Client, spawn: Spawn, dsn: str) -> None:
+    """The worker reports a buffered job started (pgqueue.mark_started, with its next acks): if it
+    dies from then on, that attempt counts like any other."""
+    await create_ledger(dsn)
+    holder = await _hold_lock(dsn)
+    try:
+        await client.dispatch(LedgerOnce(dsn=dsn, n=0))  # quick; runs first
+        await client.dispatch_many([LedgerOnce(dsn=dsn, n=n, lock=LOCK) for n in range(1, 4)])
+        first = await spawn(sys.executable, "-m", "tests.worker_process", "--dsn", dsn, "--concurrency", "1",
+                            "--prefetch", "3", "--lease", "3", "--lease-margin", "0.5")
+        await wait_until(lambda: _started(dsn, 1), "the worker to start job 1 from its buffer")
+        marked = "select count(*) from pgqueue.jobs where not prefetched and token is not null"
+        await wait_until(lambda: _equals(scalar(dsn, marked), 1), "job 1's start to be marked")
+        await first.kill()
+    finally:
+        await holder.execute("select pg_advisory_unlock(%s)", (LOCK,))
+        await holder.close()
+
+    second = await client.worker(concurrency=2, listen=False, poll_interval=0.2)
+    assert await finish(second.run(max_jobs=2), "the second worker to run jobs 2 and 3") == 2
+    assert await jobs(dsn) == []
+    [failure] = await failures(dsn)
+    assert (failure["envelope"]["args"]["n"], failure["reason"]) == (1, "lease_expired_after_final_attempt")
+    assert sorted(r["n"] for r in await _ledger(dsn, "finished")) == [0, 2, 3]
+
+
+async def _started(dsn: str, n: int) -> bool:
+    return any(r["n"] == n for r in await _ledger(dsn, "started"))
+
+
+async def _equals(pending: Any, value: Any) -> bool:
+    return bool(await pending == value)
 
 
 async def _all_reserved(dsn: str, count: int) -> bool:

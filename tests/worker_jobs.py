@@ -126,3 +126,10 @@ class LedgerJob(Job):
             await conn.execute("insert into test_ledger (n, attempt, token, pid, event)"
                                " values (%s, %s, %s, %s, 'finished')", row)
 
+
+class LedgerOnce(LedgerJob):
+    """A :class:`LedgerJob` with one try: a lost try shows as a failure."""
+
+    name = "tests.worker:ledger_once"
+    tries = 1
+

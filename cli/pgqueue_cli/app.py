@@ -152,8 +152,8 @@ def queue_work(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Handlers running at once.")] = 10,
     prefetch: Annotated[int | None, typer.Option(
         "--prefetch", min=0, metavar="N",
-        help="Jobs reserved beyond the free slots into a local buffer (default 0: only what the "
-             "free slots take; measured best: 10 x concurrency, 50 to 500).")] = None,
+        help="Jobs reserved beyond the free slots into a local buffer (default: min(500, max(50, "
+             "10 x concurrency)); 0: only what the free slots take).")] = None,
     stop_when_empty: Annotated[bool, typer.Option(
         "--stop-when-empty", help="Exit once no job is ready (delayed jobs may remain).")] = False,
     max_jobs: Annotated[int | None, typer.Option(

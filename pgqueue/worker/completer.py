@@ -50,6 +50,8 @@ class Completer:
         self._tokens: list[int] = []
         self._durations: list[float | None] = []
         self._waits: list[float | None] = []
+        #: Prefetched jobs started since the last flush (id -> token), for ``pgqueue.mark_started``.
+        self._marks: dict[uuid.UUID, int] = {}
         self._in_flight = 0
         self._pending = asyncio.Event()
         self._full = asyncio.Event()
@@ -61,6 +63,7 @@ class Completer:
     def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None) -> None:
         """Queue an acknowledgement (with the handler's run time and its wait from reservation to
         start, in seconds); it is sent with the next flush."""
+        self._marks.pop(job_id, None)  # the ack removes the row: its start mark is moot
         self._ids.append(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
@@ -69,6 +72,18 @@ class Completer:
         self._pending.set()
         if len(self._ids) >= self.batch_size:
             self._full.set()
+
+    def started(self, job_id: uuid.UUID, token: int) -> None:
+        """A prefetched job was started: mark it with the next flush (``pgqueue.mark_started``), so its
+        attempt counts from then on. Dropped if the job's ack comes first (the row is gone then)."""
+        self._marks[job_id] = token
+        self._pending.set()
+
+    def _take_marks(self) -> tuple[list[uuid.UUID], list[int]]:
+        marks, self._marks = self._marks, {}
+        if not self._ids:
+            self._pending.clear()
+        return list(marks), list(marks.values())
 
     async def ack_now(self, job_id: uuid.UUID, token: int) -> bool:
         """Acknowledge one job now (a handler's ``context.ack()``); False if the fence refused.
@@ -95,7 +110,8 @@ class Completer:
             return batch
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
         self._full.clear()
-        self._pending.clear()
+        if not self._marks:
+            self._pending.clear()
         self._in_flight += 1
         return batch
 
@@ -139,13 +155,15 @@ class Completer:
                 await asyncio.shield(self.flush())
 
     async def flush(self) -> None:
-        """Send every pending ack now; on a database error, keep them and retry with backoff."""
+        """Send every pending ack (and start mark) now; on a database error, keep them and retry
+        with backoff."""
         delay = 0.05
-        while self._ids:
+        while self._ids or self._marks:
             batch = self.take()
+            marks = self._take_marks()
             ids = batch[0]
             try:
-                refused = await self._store.ack(*batch)
+                refused = await self._store.ack(*batch, started=marks)
             except PoolClosed:
                 # The client was closed under a running worker: no retry can succeed. The jobs
                 # run again once their leases expire (at-least-once), as after a crash.
@@ -153,15 +171,24 @@ class Completer:
                              "closed before the worker stopped; they run again after their leases expire",
                              len(self._ids) + len(ids))
                 self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-                self._in_flight -= 1
+                self._marks.clear()
+                self._pending.clear()
+                if ids:
+                    self._in_flight -= 1
                 if not self._in_flight:
                     self._idle.set()
                 return
             except (psycopg.Error, PoolTimeout, OSError) as exc:
                 self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
-                self.give_back(*batch)
+                for job_id, token in zip(*marks, strict=True):
+                    self._marks.setdefault(job_id, token)
+                if ids:
+                    self.give_back(*batch)
+                elif self._marks:
+                    self._pending.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            self.answered(ids, refused)
+            if ids:
+                self.answered(ids, refused)

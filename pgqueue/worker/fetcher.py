@@ -265,6 +265,9 @@ class Fetcher:
                 self._to_hand_back.append(item)
                 continue
             reservation = item.reservation
+            if reservation.prefetched:
+                # From the next flush on, its attempt counts if this worker dies.
+                self._completer.started(reservation.id, reservation.token)
             if left < reservation.lease_seconds_left:
                 reservation = dataclasses.replace(reservation, lease_seconds_left=left)
             self._start(reservation, item.received)
@@ -304,12 +307,15 @@ class Fetcher:
     async def _reserve(self, limit: int) -> list[Reservation]:
         """Reserve up to ``limit`` jobs; the completer's pending acks ride along in the same
         transaction (one round trip in pipeline mode, one commit for both)."""
+        # The jobs past the free slots wait in the buffer: granted as prefetched.
+        run_now = max(0, min(limit, self.concurrency - len(self.running) - len(self.buffer)))
         acks = self._completer.take()
         if not acks[0]:
-            reservations, _ = await self._store.reserve(self.queues, limit, self.lease)
+            reservations, _ = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now)
             return reservations
         try:
-            reservations, refused = await self._store.reserve(self.queues, limit, self.lease, acks=acks)
+            reservations, refused = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now,
+                                                              acks=acks)
         except BaseException:
             self._completer.give_back(*acks)
             raise

@@ -42,11 +42,9 @@ __all__ = ["Scope", "Worker", "WorkerStats", "default_prefetch"]
 
 
 def default_prefetch(concurrency: int) -> int:
-    """The default ``prefetch`` of a worker: 0 (off). A buffered job was reserved, so its attempt
-    is counted: if its worker dies, its lease expires like a running job's and the attempt is
-    spent although the job never started (a ``tries=1`` job then fails unrun). Opt in where jobs
-    have tries to spare; ``min(500, max(50, 10 * concurrency))`` measured best (README, "Prefetch")."""
-    return 0
+    """The default ``prefetch`` of a worker: ten times its concurrency, at least 50 and at most
+    500 (measured: see the README's "Prefetch")."""
+    return min(500, max(50, 10 * concurrency))
 
 
 @dataclass
@@ -88,8 +86,8 @@ class Worker:
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
         prefetch: jobs reserved beyond the free slots into a local buffer, so one reservation
             (one round trip, one commit) serves many more jobs than the slots that freed
-            (default :func:`default_prefetch`: 0, reserve only what the free slots take; measured
-            best: ``min(500, max(50, 10 * concurrency))``). A worker holds at most ``concurrency + prefetch``
+            (default :func:`default_prefetch`: ``min(500, max(50, 10 * concurrency))``; 0: reserve
+            only what the free slots take). A worker holds at most ``concurrency + prefetch``
             reservations; the buffer is refilled once it is down to half. Buffered jobs are
             leased: the heartbeat renews them, one whose lease is about to end or was lost is
             not started, a cancelled one is dropped, and on stop they are handed back unstarted

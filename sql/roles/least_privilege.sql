@@ -1,7 +1,7 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many); nothing else
---   pgqueue_worker    reserve, ack, release, release_unstarted, extend, heartbeat, fail, next_due,
+--   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, next_due,
 --                     prune_history; LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats and completed_jobs; retry_failed, retry_failed_all,
 --                     forget_failed, flush_failed, clear
@@ -74,6 +74,10 @@ alter function pgqueue.enqueue_many(jsonb, double precision[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.reserve(text[], integer, double precision)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.reserve(text[], integer, double precision, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.mark_started(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.ack(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.release(uuid, bigint, double precision)
@@ -116,6 +120,8 @@ to pgqueue_producer;
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),
+    pgqueue.reserve(text[], integer, double precision, integer),
+    pgqueue.mark_started(uuid[], bigint[]),
     pgqueue.ack(uuid[], bigint[]),
     pgqueue.release(uuid, bigint, double precision),
     pgqueue.release_unstarted(uuid[], bigint[]),
