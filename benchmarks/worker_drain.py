@@ -6,6 +6,7 @@
     uv run python -m benchmarks.worker_drain --dsn ... delayed --jobs 200
     uv run python -m benchmarks.worker_drain --dsn ... memory --jobs 1000000
     uv run python -m benchmarks.worker_drain --dsn ... drain --jobs 100000 --metrics   # Prometheus metrics on
+    PGQUEUE_BENCH_PREFETCH=0 uv run python -m benchmarks.worker_drain --dsn ... drain   # the worker without prefetch
     uv run python -m benchmarks.worker_drain --dsn ... metrics-cost --jobs 100000 --rounds 3
         # drains alternating metrics off/on, --rounds each; medians of throughput and worker CPU per 10k jobs
 
@@ -91,7 +92,10 @@ async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when
         rec = recorder
         server = serve(0, lambda: [snapshot_of(rec)], addr="127.0.0.1")
     async with Client(dsn) as client:
-        worker = await client.worker(concurrency=concurrency, poll_interval=5.0, instruments=recorder)
+        # PGQUEUE_BENCH_PREFETCH=N overrides the default prefetch (0: reserve only the free slots).
+        prefetch = os.environ.get("PGQUEUE_BENCH_PREFETCH")
+        worker = await client.worker(concurrency=concurrency, poll_interval=5.0, instruments=recorder,
+                                     prefetch=None if prefetch is None else int(prefetch))
         marks: dict[str, float] = {}
 
         async def sample() -> None:

@@ -261,6 +261,43 @@ async def _equals(pending: Any, value: Any) -> bool:
     return bool(await pending == value)
 
 
+async def test_a_drain_with_start_marks_in_flight_acks_every_job_and_stops(client: Client, hooks: Any,
+                                                                           dsn: str) -> None:
+    """Start marks flush on their own while handlers keep finishing: every ack is sent (none is
+    counted as answered without being sent) and the worker stops once the queue is empty."""
+    async def quick(job: Probe, context: JobContext) -> None:
+        await asyncio.sleep(0)
+
+    hooks("quick", quick)
+    await client.dispatch_many([Probe(hook="quick", n=n) for n in range(600)])
+    worker = await client.worker(concurrency=10, prefetch=100, listen=False)
+    assert await finish(worker.run(stop_when_empty=True), "the worker to drain 600 jobs and stop") == 600
+    assert (worker.stats.acked, worker.completer.acked, worker.completer.pending) == (600, 600, 0)
+    assert await jobs(dsn) == []
+
+
+async def test_an_ack_added_while_start_marks_flush_is_sent_by_the_next_flush(client: Client, dsn: str) -> None:
+    """A flush that carries only start marks must not take the list later acks go to: the ack
+    added while it is in flight is sent (and the job deleted) by the next flush."""
+    from pgqueue.store import Store
+    from pgqueue.worker.completer import Completer
+
+    await client.dispatch_many([Probe(hook="unused", n=n) for n in range(2)])
+    store = Store(await client.pool())
+    (started, finished), _ = await store.reserve(["default"], 2, 60.0, run_now=0)
+    completer = Completer(store)
+    completer.started(started.id, started.token)
+    flushing = asyncio.create_task(completer.flush())
+    await asyncio.sleep(0)  # the marks-only statement is on its way
+    completer.add(finished.id, finished.token)
+    await finish(flushing, "the marks to be flushed")
+    await finish(completer.flush(), "the ack to be flushed")
+    await finish(completer.wait_idle(), "the completer to be idle")
+    assert (completer.acked, completer.pending) == (1, 0)
+    left = await rows(dsn, "select id, prefetched from pgqueue.jobs")
+    assert left == [{"id": started.id, "prefetched": False}]
+
+
 async def _all_reserved(dsn: str, count: int) -> bool:
     return await _reserved(dsn) == count
 

@@ -105,9 +105,9 @@ class Completer:
     def take(self) -> AckBatch:
         """Hand over the pending acks to send (``[0]`` are the job ids); follow with :meth:`answered`
         or :meth:`give_back`."""
-        batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         if not self._ids:
-            return batch
+            return [], [], [], [], self.keep_completed  # new lists: never the live ones add() appends to
+        batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
         self._full.clear()
         if not self._marks:

@@ -123,6 +123,8 @@ class Fetcher:
         self._wakeup = asyncio.Event()
         self._rescheduled = asyncio.Event()
         self._slot_free = asyncio.Event()
+        #: An execution ended since the last reservation began (it may have released its job).
+        self._ended_since_reserve = False
         #: Set while sleeping with nothing to reserve; cleared on waking.
         self.idle = asyncio.Event()
         self.stopping = False
@@ -182,6 +184,7 @@ class Fetcher:
                 exhausted = False
             if room > 0 and buffered <= self.low_water and not exhausted:
                 self._wakeup.clear()
+                self._ended_since_reserve = False
                 try:
                     reservations = await self._reserve_shielded(room)
                 except Exception as exc:
@@ -221,6 +224,10 @@ class Fetcher:
                     # A running handler may release its job for an immediate retry.
                     self._slot_free.clear()
                     await self._slot_free.wait()
+                    exhausted = False
+                    continue
+                if self._ended_since_reserve:
+                    # One ended after the last reservation (which came back short): look once more.
                     exhausted = False
                     continue
                 return
@@ -331,6 +338,7 @@ class Fetcher:
 
     def _finished(self, task: asyncio.Task[bool]) -> None:
         self.running.discard(task)
+        self._ended_since_reserve = True
         self._fill_slots()
         self._slot_free.set()
         if task.cancelled():
