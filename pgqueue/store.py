@@ -40,9 +40,9 @@ class Reservation:
     decodes it with :meth:`pgqueue.Envelope.decode`, one reservation at a time, so an envelope
     that cannot be read fails its own job instead of the fetch of the whole batch.
 
-    ``prefetched``: granted past the worker's free slots (into its prefetch buffer); the worker
-    reports it with :meth:`Store.ack`'s ``started`` when it starts it. Until then, if the
-    worker dies, the attempt is given back (once per job) instead of being spent unrun.
+    ``prefetched``: granted into the worker's prefetch buffer on its final try; the worker
+    starts it only after :meth:`Store.mark_started` accepted it, so if the worker dies before,
+    the attempt is given back instead of being spent unrun.
     """
 
     id: uuid.UUID
@@ -447,34 +447,37 @@ class Store:
         return [Reservation(*row) for row in rows], [row[0] for row in refused]
 
     async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
-                  waits: list[float | None] | None = None, keep: bool = False, *,
-                  started: tuple[list[uuid.UUID], list[int]] | None = None) -> list[uuid.UUID]:
+                  waits: list[float | None] | None = None, keep: bool = False) -> list[uuid.UUID]:
         """Delete finished jobs (fenced by their tokens); returns the ids the fence refused.
 
         Each counts as succeeded in ``pgqueue.job_stats``, with its handler's run time and its
         wait from reservation to handler start (seconds, None: unknown); ``keep`` copies the
-        jobs to ``pgqueue.completed_jobs`` in the same statement. ``started`` (ids, tokens):
-        prefetched jobs the worker started since, marked in the same transaction
-        (``pgqueue.mark_started``).
+        jobs to ``pgqueue.completed_jobs`` in the same statement.
         """
-        marks = started if started is not None and started[0] else None
-        if not ids:
-            if marks is not None:
-                async with self._pool.connection() as conn:
-                    await conn.execute(query("mark_started"), marks)
-            return []
         unknown: list[float | None] = [None] * len(ids)
         params = (ids, tokens, unknown if durations is None else durations, unknown if waits is None else waits,
                   keep)
         async with self._pool.connection() as conn:
-            if marks is None:
-                cur = await conn.execute(query("ack"), params)
-            else:
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute(query("mark_started"), marks)
-                    cur = await conn.execute(query("ack"), params)
+            cur = await conn.execute(query("ack"), params)
             refused = await cur.fetchall()
         return [row[0] for row in refused]
+
+    async def mark_started(self, ids: list[uuid.UUID], tokens: list[int], *, acks: AckBatch | None = None,
+                           ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+        """Clear the marks of prefetched jobs about to start (``pgqueue.mark_started``, fenced);
+        ``acks`` ride in the same transaction (one round trip, one commit). Returns the ids
+        marked (start those only) and the ids of the acks the fence refused."""
+        async with self._pool.connection() as conn:
+            if not acks or not acks[0]:
+                cur = await conn.execute(query("mark_started"), (ids, tokens))
+                marks = await cur.fetchall()
+                return [job_id for job_id, marked in marks if marked], []
+            async with conn.pipeline(), conn.transaction():
+                cur = await conn.execute(query("mark_started"), (ids, tokens))
+                acked = await conn.execute(query("ack"), acks)
+            marks = await cur.fetchall()
+            refused = await acked.fetchall()
+        return [job_id for job_id, marked in marks if marked], [row[0] for row in refused]
 
     async def release(self, job_id: uuid.UUID, token: int, delay: float, duration: float | None = None,
                       wait: float | None = None) -> bool:

@@ -375,78 +375,77 @@ def _reserve_ahead(conn: Conn, max_jobs: int, run_now: int, queue: str = "defaul
     return rows(conn, "select * from pgqueue.reserve(%s::text[], %s, 60, %s)", ([queue], max_jobs, run_now))
 
 
-def _mark_started(conn: Conn, reserved: list[Row]) -> int:
-    marked: int = scalar(conn, "select pgqueue.mark_started(%s::uuid[], %s::bigint[])",
-                         ([r["id"] for r in reserved], [r["token"] for r in reserved]))
-    return marked
+def _mark_started(conn: Conn, reserved: list[Row]) -> dict[uuid.UUID, bool]:
+    found = rows(conn, "select * from pgqueue.mark_started(%s::uuid[], %s::bigint[])",
+                 ([r["id"] for r in reserved], [r["token"] for r in reserved]))
+    return {r["id"]: r["marked"] for r in found}
 
 
-def test_jobs_past_run_now_are_granted_as_prefetched(conn: Conn) -> None:
-    enqueue_many(conn, [envelope() for _ in range(4)])
+def test_buffered_jobs_on_their_final_try_are_granted_as_prefetched(conn: Conn) -> None:
+    """Only the jobs past run_now whose attempt is their last are marked: a death costs the
+    others a try (they have tries left), never these their last one."""
+    last = [enqueue(conn, envelope(tries=1)) for _ in range(3)]
+    spare = enqueue(conn, envelope(tries=3))
     granted = _reserve_ahead(conn, 4, run_now=1)
-    assert [r["prefetched"] for r in granted] == [False, True, True, True]
-    assert all(r["attempts"] == 1 for r in granted)  # counted, as always, until the lease says otherwise
-    assert [job(conn, r["id"])["prefetched"] for r in granted] == [False, True, True, True]  # type: ignore[index]
+    assert [r["id"] for r in granted] == [*last, spare]
+    assert [r["prefetched"] for r in granted] == [False, True, True, False]
+    assert all(r["attempts"] == 1 for r in granted)
+    assert [job(conn, r["id"])["prefetched"] for r in granted] == [False, True, True, False]  # type: ignore[index]
 
 
-def test_an_expired_unstarted_prefetch_gives_its_attempt_back_once(conn: Conn) -> None:
-    """The worker died before starting them: their tries are not spent. Once per job, so a job
-    that kills its worker before its start mark is sent cannot come back forever."""
+def test_an_expired_unstarted_final_try_gets_its_attempt_back(conn: Conn) -> None:
+    """Its worker died before starting it (the mark was never cleared): it did not run, so it
+    runs again instead of failing as lease_expired_after_final_attempt, however often that happens."""
     enqueue_many(conn, [envelope(tries=1) for _ in range(2)])
     running, buffered = _reserve_ahead(conn, 2, run_now=1)
     for r in (running, buffered):
         expire_lease(conn, r["id"])
-
-    [again] = reserve(conn, ["default"], 5)
-    assert again["id"] == buffered["id"] and again["attempts"] == 1  # its attempt came back: it runs
+    [again] = _reserve_ahead(conn, 5, run_now=0)
+    assert (again["id"], again["attempts"], again["prefetched"]) == (buffered["id"], 1, True)
     [f] = failures(conn)  # the running one had its one try
     assert (f["job_id"], f["reason"]) == (running["id"], "lease_expired_after_final_attempt")
-    row = job(conn, again["id"])
-    assert row is not None and row["refunded"] and not row["prefetched"]
 
-    # Granted ahead again and expired unstarted again: no second refund.
-    expire_lease(conn, again["id"])
-    assert reserve(conn, ["default"], 5) == []  # the final attempt's lease expired: failed
-    enqueue(conn, envelope(tries=1))
-    [ahead] = _reserve_ahead(conn, 1, run_now=0)
-    expire_lease(conn, ahead["id"])
-    [second] = reserve(conn, ["default"], 1)
-    assert second["attempts"] == 1
-    expire_lease(conn, second["id"])
+    expire_lease(conn, again["id"])  # unstarted again
+    [third] = reserve(conn, ["default"], 1)
+    assert third["attempts"] == 1
+    expire_lease(conn, third["id"])  # granted to run at once: that attempt counted
     assert reserve(conn, ["default"], 1) == []
-    assert {f["job_id"] for f in failures(conn)} == {running["id"], again["id"], ahead["id"]}
+    assert {f["job_id"] for f in failures(conn)} == {running["id"], buffered["id"]}
 
 
-def test_a_started_prefetch_counts_like_any_attempt(conn: Conn) -> None:
-    enqueue_many(conn, [envelope(tries=2) for _ in range(2)])
+def test_a_marked_start_counts_like_any_attempt(conn: Conn) -> None:
+    enqueue_many(conn, [envelope(tries=1) for _ in range(2)])
     started, unstarted = _reserve_ahead(conn, 2, run_now=0)
-    assert _mark_started(conn, [started]) == 1
-    assert _mark_started(conn, [started]) == 0  # already marked
+    assert _mark_started(conn, [started]) == {started["id"]: True}
     for r in (started, unstarted):
         expire_lease(conn, r["id"])
-    again = {r["id"]: r["attempts"] for r in reserve(conn, ["default"], 5)}
-    assert again == {started["id"]: 2, unstarted["id"]: 1}
+    [again] = reserve(conn, ["default"], 5)
+    assert (again["id"], again["attempts"]) == (unstarted["id"], 1)
+    [f] = failures(conn)
+    assert (f["job_id"], f["reason"]) == (started["id"], "lease_expired_after_final_attempt")
 
 
-def test_mark_started_is_fenced_and_checks_its_arrays(conn: Conn) -> None:
-    enqueue(conn, envelope())
+def test_mark_started_is_fenced_answers_per_pair_and_checks_its_arrays(conn: Conn) -> None:
+    enqueue(conn, envelope(tries=1))
     [r] = _reserve_ahead(conn, 1, run_now=0)
-    assert _mark_started(conn, [{**r, "token": r["token"] + 1000}]) == 0  # a stale holder changes nothing
+    stale = {**r, "token": r["token"] + 1000}
+    assert list(_mark_started(conn, [stale]).values()) == [False]  # a stale holder changes nothing
     assert job(conn, r["id"])["prefetched"]  # type: ignore[index]
+    assert _mark_started(conn, [r]) == {r["id"]: True}
+    assert not job(conn, r["id"])["prefetched"]  # type: ignore[index]
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="1 ids but 0 tokens"):
-        scalar(conn, "select pgqueue.mark_started(%s::uuid[], %s::bigint[])", ([r["id"]], []))
+        rows(conn, "select * from pgqueue.mark_started(%s::uuid[], %s::bigint[])", ([r["id"]], []))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="run_now must be >= 0"):
         _reserve_ahead(conn, 1, run_now=-1)
 
 
-def test_released_and_handed_back_jobs_are_not_refunded_again(conn: Conn) -> None:
-    """A prefetched job that ran and was released (a retry) counts its attempt: the mark only
-    matters for a lease that expired."""
-    enqueue(conn, envelope(tries=3))
+def test_a_handed_back_prefetch_is_not_refunded_twice(conn: Conn) -> None:
+    """release_unstarted already gave the attempt back: the next reservation counts normally."""
+    enqueue(conn, envelope(tries=1))
     [r] = _reserve_ahead(conn, 1, run_now=0)
-    assert release(conn, r["id"], r["token"], 0)
+    rows(conn, "select * from pgqueue.release_unstarted(%s::uuid[], %s::bigint[])", ([r["id"]], [r["token"]]))
     [again] = reserve(conn, ["default"], 1)
-    assert again["attempts"] == 2
+    assert again["attempts"] == 1
     expire_lease(conn, again["id"])
-    [third] = reserve(conn, ["default"], 1)
-    assert third["attempts"] == 3
+    assert reserve(conn, ["default"], 1) == []
+    assert [f["reason"] for f in failures(conn)] == ["lease_expired_after_final_attempt"]

@@ -283,13 +283,17 @@ async def test_an_ack_added_while_start_marks_flush_is_sent_by_the_next_flush(cl
     from pgqueue.worker.completer import Completer
 
     await client.dispatch_many([Probe(hook="unused", n=n) for n in range(2)])
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("update pgqueue.jobs set max_tries = 1")  # final tries: granted as prefetched
     store = Store(await client.pool())
     (started, finished), _ = await store.reserve(["default"], 2, 60.0, run_now=0)
     completer = Completer(store)
-    completer.started(started.id, started.token)
+    marking = asyncio.create_task(completer.mark(started.id, started.token))
+    await asyncio.sleep(0)  # the mark is waiting
     flushing = asyncio.create_task(completer.flush())
     await asyncio.sleep(0)  # the marks-only statement is on its way
     completer.add(finished.id, finished.token)
+    assert await finish(marking, "the mark to be answered") is True
     await finish(flushing, "the marks to be flushed")
     await finish(completer.flush(), "the ack to be flushed")
     await finish(completer.wait_idle(), "the completer to be idle")

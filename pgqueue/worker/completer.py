@@ -50,8 +50,8 @@ class Completer:
         self._tokens: list[int] = []
         self._durations: list[float | None] = []
         self._waits: list[float | None] = []
-        #: Prefetched jobs started since the last flush (id -> token), for ``pgqueue.mark_started``.
-        self._marks: dict[uuid.UUID, int] = {}
+        #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
+        self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
         self._in_flight = 0
         self._pending = asyncio.Event()
         self._full = asyncio.Event()
@@ -63,7 +63,6 @@ class Completer:
     def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None) -> None:
         """Queue an acknowledgement (with the handler's run time and its wait from reservation to
         start, in seconds); it is sent with the next flush."""
-        self._marks.pop(job_id, None)  # the ack removes the row: its start mark is moot
         self._ids.append(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
@@ -73,17 +72,27 @@ class Completer:
         if len(self._ids) >= self.batch_size:
             self._full.set()
 
-    def started(self, job_id: uuid.UUID, token: int) -> None:
-        """A prefetched job was started: mark it with the next flush (``pgqueue.mark_started``), so its
-        attempt counts from then on. Dropped if the job's ack comes first (the row is gone then)."""
-        self._marks[job_id] = token
+    async def mark(self, job_id: uuid.UUID, token: int) -> bool:
+        """Clear a prefetched job's mark before it starts (``pgqueue.mark_started``), with the next
+        flush, which goes at once; False if the fence refused (its lease was lost: do not start it)."""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._marks[job_id] = (token, answer)
         self._pending.set()
+        self._full.set()  # a job waits to start: no flush interval
+        return await answer
 
-    def _take_marks(self) -> tuple[list[uuid.UUID], list[int]]:
+    def _take_marks(self) -> dict[uuid.UUID, tuple[int, asyncio.Future[bool]]]:
         marks, self._marks = self._marks, {}
         if not self._ids:
             self._pending.clear()
-        return list(marks), list(marks.values())
+            self._full.clear()
+        return marks
+
+    @staticmethod
+    def _answer(marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]], marked: set[uuid.UUID]) -> None:
+        for job_id, (_, answer) in marks.items():
+            if not answer.done():
+                answer.set_result(job_id in marked)
 
     async def ack_now(self, job_id: uuid.UUID, token: int) -> bool:
         """Acknowledge one job now (a handler's ``context.ack()``); False if the fence refused.
@@ -109,8 +118,8 @@ class Completer:
             return [], [], [], [], self.keep_completed  # new lists: never the live ones add() appends to
         batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-        self._full.clear()
-        if not self._marks:
+        if not self._marks:  # start marks still waiting keep the next flush due at once
+            self._full.clear()
             self._pending.clear()
         self._in_flight += 1
         return batch
@@ -163,7 +172,12 @@ class Completer:
             marks = self._take_marks()
             ids = batch[0]
             try:
-                refused = await self._store.ack(*batch, started=marks)
+                if marks:
+                    marked, refused = await self._store.mark_started(
+                        list(marks), [token for token, _ in marks.values()], acks=batch)
+                    self._answer(marks, set(marked))
+                else:
+                    refused = await self._store.ack(*batch)
             except PoolClosed:
                 # The client was closed under a running worker: no retry can succeed. The jobs
                 # run again once their leases expire (at-least-once), as after a crash.
@@ -171,6 +185,7 @@ class Completer:
                              "closed before the worker stopped; they run again after their leases expire",
                              len(self._ids) + len(ids))
                 self._ids, self._tokens, self._durations, self._waits = [], [], [], []
+                self._answer({**marks, **self._marks}, set())
                 self._marks.clear()
                 self._pending.clear()
                 if ids:
@@ -181,8 +196,8 @@ class Completer:
             except (psycopg.Error, PoolTimeout, OSError) as exc:
                 self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
-                for job_id, token in zip(*marks, strict=True):
-                    self._marks.setdefault(job_id, token)
+                for job_id, mark in marks.items():
+                    self._marks.setdefault(job_id, mark)
                 if ids:
                     self.give_back(*batch)
                 elif self._marks:

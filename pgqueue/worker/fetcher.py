@@ -272,9 +272,6 @@ class Fetcher:
                 self._to_hand_back.append(item)
                 continue
             reservation = item.reservation
-            if reservation.prefetched:
-                # From the next flush on, its attempt counts if this worker dies.
-                self._completer.started(reservation.id, reservation.token)
             if left < reservation.lease_seconds_left:
                 reservation = dataclasses.replace(reservation, lease_seconds_left=left)
             self._start(reservation, item.received)
@@ -332,7 +329,9 @@ class Fetcher:
     # -------------------------------------------------------------- executions
     def _start(self, reservation: Reservation, received: float | None = None) -> None:
         self._stats.reserved += 1
-        task = asyncio.create_task(self._executor.run(reservation, received))
+        run = self._executor.run(reservation, received) if not reservation.prefetched else \
+            self._run_marked(reservation, received)
+        task = asyncio.create_task(run)
         self.running.add(task)
         task.add_done_callback(self._finished)
 
@@ -348,6 +347,17 @@ class Fetcher:
             logger.error("pgqueue: internal error while executing a job", exc_info=task.exception())
         elif task.result():
             self._stats.processed += 1
+
+    async def _run_marked(self, reservation: Reservation, received: float | None) -> bool:
+        """A buffered job on its final try: clear its mark first (``pgqueue.mark_started``, with the
+        completer's next flush), so a death before this point gives the try back; run it only if
+        the fence accepted."""
+        if not await self._completer.mark(reservation.id, reservation.token):
+            self.expired += 1
+            logger.warning("pgqueue: job %s was not started from the prefetch buffer: its lease was lost "
+                           "(it expired, or the job was cancelled or cleared)", reservation.id)
+            return False
+        return await self._executor.run(reservation, received)
 
     async def _gather_slots(self) -> None:
         """After a full batch (more work is likely waiting), let slots free up so the next

@@ -1,3 +1,4 @@
--- The worker started jobs of its prefetch buffer: from now on their attempt counts if it dies.
--- Sent in the transaction of the completer's acks. The arrays go in binary (%b).
-select pgqueue.mark_started(%b::uuid[], %b::bigint[])
+-- Before starting buffered jobs granted as prefetched (their final try), the worker clears
+-- their marks; it starts those marked. Sent in the transaction of its pending acks. The arrays
+-- go in binary (%b).
+select id, marked from pgqueue.mark_started(%b::uuid[], %b::bigint[])

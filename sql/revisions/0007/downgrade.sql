@@ -3,4 +3,4 @@
 drop function pgqueue.mark_started(uuid[], bigint[]);
 drop function pgqueue.reserve(text[], integer, double precision);
 drop function pgqueue.reserve(text[], integer, double precision, integer);
-alter table pgqueue.jobs drop column prefetched, drop column refunded;
+alter table pgqueue.jobs drop column prefetched;

@@ -7,12 +7,13 @@
 -- p_lease_seconds from now on the database clock (stored in available_at; the time it was due
 -- goes to due_at, where the queue latency of pgqueue.job_stats starts); p_lease_seconds
 -- must be from 0.001 (1 ms) to 31536000 (1 year).
--- Prefetch: the caller runs the first p_run_now jobs at once and buffers the rest. Those are
--- granted with prefetched = true until the worker says it started them (pgqueue.mark_started).
--- When such a job's lease expires while it is still marked (its worker died before starting
--- it, or within moments of starting it), the next reservation gives the unspent attempt back
--- instead of counting another: once per job (refunded), so a job that kills its worker as it
--- starts still runs out of tries.
+-- Prefetch: the caller runs the first p_run_now jobs at once and buffers the rest. A buffered
+-- job on its final try is granted with prefetched = true, and its worker starts it only once
+-- pgqueue.mark_started has cleared the mark (committed). So a lease that expires while still
+-- marked belongs to a job that never ran: the next reservation gives that attempt back
+-- instead of counting another, and no job fails unrun because its worker died with it in the
+-- buffer. (A buffered job with tries left is counted like a running one: a death costs it a
+-- try, never its last.)
 -- A candidate that may not run again is moved to failed_jobs instead of being handed out:
 --   retry_until passed                        -> reason 'deadline_passed'
 --   attempts used up and its lease expired    -> reason 'lease_expired_after_final_attempt'
@@ -104,13 +105,13 @@ begin
         select max(j.priority) into v_priority from pgqueue.jobs j where j.queue = v_queue;
         while v_priority is not null and v_take > 0 loop
             -- 1. Lock the candidates: a range of jobs_reservation_idx, oldest due first.
-            -- An expired lease of a job still marked prefetched gives its attempt back (once).
+            -- An expired lease of a job still marked prefetched gives its attempt back.
             select array_agg(c.id order by c.available_at),
                    coalesce(bool_or(c.attempts - c.refund >= c.max_tries or c.retry_until < v_now), false)
             into v_ids, v_doomed
             from (
                 select j.id, j.available_at, j.attempts, j.max_tries, j.retry_until,
-                       (j.prefetched and not j.refunded and j.token is not null)::integer as refund
+                       (j.prefetched and j.token is not null)::integer as refund
                 from pgqueue.jobs j
                 where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_now
                 order by j.available_at
@@ -127,8 +128,7 @@ begin
                     with doomed as (
                         delete from pgqueue.jobs j
                         where j.id = any (v_ids)
-                          and (j.attempts - (j.prefetched and not j.refunded and j.token is not null)::integer
-                                 >= j.max_tries
+                          and (j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
                                or j.retry_until < v_now)
                         returning j.id, j.queue, j.envelope, j.attempts,
                                   case when j.retry_until < v_now then 'deadline_passed'
@@ -161,10 +161,10 @@ begin
                 return query
                 with granted as (
                     update pgqueue.jobs j
-                    set attempts = j.attempts + 1
-                                   - (j.prefetched and not j.refunded and j.token is not null)::integer,
-                        refunded = j.refunded or (j.prefetched and j.token is not null),
-                        prefetched = p_max_jobs - v_remaining + array_position(v_ids, j.id) > p_run_now,
+                    set attempts = j.attempts + 1 - (j.prefetched and j.token is not null)::integer,
+                        prefetched = p_max_jobs - v_remaining + array_position(v_ids, j.id) > p_run_now
+                                     and j.attempts + 1 - (j.prefetched and j.token is not null)::integer
+                                         >= j.max_tries,
                         token = nextval('pgqueue.lease_token_seq'),
                         reserved_at = v_now,
                         due_at = j.available_at,
@@ -201,7 +201,8 @@ $$;
 
 comment on function pgqueue.reserve(text[], integer, double precision, integer) is
     'pgqueue: reserve up to max_jobs ready jobs across queues in priority order, with a fresh token and a lease; '
-    'those past run_now are prefetched (their attempt is given back once if their worker dies before starting them).';
+    'those past run_now on their final try are marked prefetched until started (mark_started), and get the attempt '
+    'back if their lease expires unstarted.';
 
 -- The three-argument call of earlier revisions: every job granted runs at once.
 create or replace function pgqueue.reserve(p_queues text[], p_max_jobs integer, p_lease_seconds double precision)
