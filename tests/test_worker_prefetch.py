@@ -18,6 +18,8 @@ import psycopg
 import pytest
 
 from pgqueue import Client, JobContext, QueueConfigurationError
+from pgqueue.store import Store
+from pgqueue.worker.completer import Completer
 from tests.worker_jobs import LedgerJob, LedgerOnce, Probe
 from tests.worker_support import (
     Runs,
@@ -279,8 +281,6 @@ async def test_a_drain_with_start_marks_in_flight_acks_every_job_and_stops(clien
 async def test_an_ack_added_while_start_marks_flush_is_sent_by_the_next_flush(client: Client, dsn: str) -> None:
     """A flush that carries only start marks must not take the list later acks go to: the ack
     added while it is in flight is sent (and the job deleted) by the next flush."""
-    from pgqueue.store import Store
-    from pgqueue.worker.completer import Completer
 
     await client.dispatch_many([Probe(hook="unused", n=n) for n in range(2)])
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:

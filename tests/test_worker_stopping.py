@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from pgqueue import Client, JobContext, Worker
+from pgqueue.store import Store
+from pgqueue.worker.completer import Completer
 from tests.worker_jobs import Probe
-from tests.worker_support import Runs, client, finish, hooks, jobs, runs, wait_event
+from tests.worker_support import Runs, client, finish, hooks, jobs, runs, settings_for, wait_event
 
 __all__ = ["client", "hooks", "runs"]
 
@@ -114,9 +116,6 @@ async def test_a_client_closed_under_a_running_worker_gives_up_its_pending_acks(
     """Closing the client first is a caller's mistake, but it must not leave a completer retrying
     forever on a closed pool (it hung the event loop's teardown): the unsent acks are given up,
     said in the log, and those jobs run again after their leases expire."""
-    from pgqueue.store import Store
-    from pgqueue.worker.completer import Completer
-    from tests.worker_support import settings_for
 
     async with Client(settings=settings_for(dsn)) as owner:
         await owner.dispatch(Probe(hook="unused"))
