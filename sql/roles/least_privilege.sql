@@ -1,10 +1,11 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
---   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many); nothing else
---   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, next_due,
---                     prune_history; LISTEN
---   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats and completed_jobs; retry_failed, retry_failed_all,
---                     forget_failed, flush_failed, clear
+--   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique); nothing else
+--   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, snooze,
+--                     next_due, prune_history, schedule_sync, enqueue_tick (periodic jobs); LISTEN
+--   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
+--                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
+--                     pause, resume, set_limits
 --
 -- How: none of the three gets any privilege on a table or the sequence. The stored functions
 -- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
@@ -110,12 +111,29 @@ alter function pgqueue.flush_failed(text, interval)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.clear(text)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.snooze(uuid, bigint, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.schedule_sync(text[], text[], text[], integer[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_tick(text, timestamp with time zone, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.cancel(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.pause(text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.resume(text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.set_limits(text, integer, integer, double precision, integer)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
 grant execute on function
     pgqueue.enqueue(jsonb, double precision),
-    pgqueue.enqueue_many(jsonb, double precision[])
+    pgqueue.enqueue_many(jsonb, double precision[]),
+    pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision)
 to pgqueue_producer;
 
 grant execute on function
@@ -132,7 +150,10 @@ grant execute on function
     pgqueue.release(uuid, bigint, double precision, double precision, double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision),
     pgqueue.prune_history(double precision, double precision, integer),
-    pgqueue.next_due(text[])
+    pgqueue.next_due(text[]),
+    pgqueue.snooze(uuid, bigint, double precision),
+    pgqueue.schedule_sync(text[], text[], text[], integer[]),
+    pgqueue.enqueue_tick(text, timestamp with time zone, jsonb)
 to pgqueue_worker;
 
 grant execute on function
@@ -140,8 +161,14 @@ grant execute on function
     pgqueue.retry_failed_all(text),
     pgqueue.forget_failed(uuid),
     pgqueue.flush_failed(text, interval),
-    pgqueue.clear(text)
+    pgqueue.clear(text),
+    pgqueue.cancel(uuid),
+    pgqueue.pause(text),
+    pgqueue.resume(text),
+    pgqueue.set_limits(text, integer, integer, double precision, integer)
 to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
+-- Queue controls and schedules (names, settings and tick times: no job data).
+grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgqueue_operator;
 -- The history (counts and timings only; completed_jobs holds args: operators only).
 grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;

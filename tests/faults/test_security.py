@@ -116,6 +116,14 @@ def roles(dsn: str) -> Iterator[dict[str, str]]:
                 conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(login)))
 
 
+def scalar_as(dsn: str, statement: str, params: tuple[object, ...] | None = None) -> object:
+    """The first column of the first row of ``statement``, run as the role of ``dsn``."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(statement.encode(), params).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def refused(dsn: str, statement: str, params: tuple[object, ...] | None = None) -> bool:
     """Whether ``statement`` is refused for lack of privilege."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -140,6 +148,9 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         # The producer enqueues, one by one and in bulk, and can do nothing else.
         await producer.dispatch(LedgerJob(n=1))
         await producer.dispatch_many([LedgerJob(n=2), EchoJob(text="fails", fail=True)])
+        unique = await producer.dispatch_unique(LedgerJob(n=3), "ledger-3")
+        assert not unique.duplicate
+        assert (await producer.dispatch_unique(LedgerJob(n=3), "ledger-3")).id == unique.id
         p = roles["producer"]
         assert refused(p, "select * from pgqueue.jobs")
         assert refused(p, "select * from pgqueue.failed_jobs")
@@ -155,8 +166,14 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         # The worker runs them (reserve, LISTEN, ack, fail) and can do nothing else.
         worker = await worker_queue.worker(concurrency=2, poll_interval=0.2)
         await worker.run(stop_when_empty=True)
-        assert (worker.stats.acked, worker.stats.failed) == (2, 1)
+        assert (worker.stats.acked, worker.stats.failed) == (3, 1)
         w = roles["worker"]
+        # Snoozing a job and ticking schedules are the worker's too (revision 0003's functions).
+        assert scalar_as(w, "select pgqueue.snooze(gen_random_uuid(), 1, 5)") == "not_yours"
+        assert scalar_as(w, "select count(*) from pgqueue.schedule_sync(array['app:tick'], array['* * * * *'], "
+                            "array['UTC'], array[1])") == 1
+        assert scalar_as(w, "select pgqueue.enqueue_tick('app:tick', '2026-01-01 00:00+00', %s) is not null",
+                         (Jsonb(envelope()),)) is True
         assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(w, "select * from pgqueue.jobs")
         assert refused(w, "update pgqueue.jobs set token = null")
@@ -171,7 +188,15 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert failure.args == {"text": "fails", "data": None, "fail": True}
         assert [s.queue for s in await operator.stats()] == ["default"]
         assert await operator.retry_failed(failure.id) == failure.job_id
-        assert await operator.clear() == 1
+        # Queue controls, cancel and the schedules' state are the operator's (revision 0004's functions).
+        assert await operator.pause() is True
+        assert await operator.resume() is True
+        await operator.set_limits(concurrency=2)
+        assert [(c.queue, c.concurrency) for c in await operator.controls()] == [("default", 2)]
+        assert scalar_as(roles["operator"], "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
+        assert scalar_as(roles["operator"], "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"
+        assert await operator.cancel(uuid.uuid4()) == "not_found"
+        assert await operator.clear() == 2  # the retried failure and the tick's job
         o = roles["operator"]
         assert refused(o, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(o, "select * from pgqueue.reserve(array['default'], 10, 30)")
