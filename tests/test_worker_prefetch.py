@@ -343,3 +343,36 @@ async def _started_by_two(dsn: str) -> bool:
 
 async def _all_finished(dsn: str, count: int) -> bool:
     return len(await _ledger(dsn, "finished")) == count
+
+
+async def test_a_forced_stop_while_a_buffered_final_try_waits_for_its_mark_hands_it_back(
+        client: Client, hooks: Any, runs: Runs, dsn: str) -> None:
+    """A forced stop (a second SIGTERM) can cancel a buffered job on its final try while its start
+    mark is on the way: the job is handed back (fenced, its try given back), not left reserved
+    until its lease ends with that try spent unrun."""
+    gate = Gate()
+    hooks("gate", gate)
+    ids = await client.dispatch_many([Probe(hook="gate", n=n) for n in range(2)])
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("update pgqueue.jobs set max_tries = 1")  # job 1 is buffered on its final try
+    worker = await client.worker(concurrency=1, prefetch=1, listen=False)
+    task = runs.start(worker)
+    await wait_event(gate.first_started, "the first handler to start")
+    await wait_until(lambda: len(worker.fetcher.buffer) == 1, "job 1 to wait in the buffer")
+    assert worker.fetcher.buffer[0].reservation.prefetched
+
+    async with await psycopg.AsyncConnection.connect(dsn) as locker:
+        await locker.execute("select 1 from pgqueue.jobs where id = %s for update", (ids[1],))
+        gate.open.set()  # job 0 ends: job 1 leaves the buffer and waits for its mark (held by the row lock)
+        waiting = ("select count(*) from pg_stat_activity where datname = current_database() "
+                   "and wait_event_type = 'Lock'")
+        await wait_until(lambda: _equals(scalar(dsn, waiting), 1), "job 1's start mark to wait for the row lock")
+        worker.stop(cancel_running=True)
+        await wait_until(lambda: _equals(scalar(dsn, waiting), 2), "the hand-back to wait behind the mark")
+        await locker.rollback()
+    await finish(task, "the worker to stop")
+
+    assert gate.ran == [(0, 1)], "job 1 ran after the forced stop"
+    [left] = await jobs(dsn)
+    assert left["id"] == ids[1]
+    assert (left["token"], left["attempts"]) == (None, 0), "job 1 was not handed back with its try"

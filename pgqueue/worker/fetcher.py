@@ -352,7 +352,15 @@ class Fetcher:
         """A buffered job on its final try: clear its mark first (``pgqueue.mark_started``, with the
         completer's next flush), so a death before this point gives the try back; run it only if
         the fence accepted."""
-        if not await self._completer.mark(reservation.id, reservation.token):
+        try:
+            marked = await self._completer.mark(reservation.id, reservation.token)
+        except asyncio.CancelledError:
+            # A forced stop while the mark was on its way: the handler never started, so hand the
+            # job back with its try (fenced: nothing happens if the lease was lost meanwhile).
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._store.release_unstarted([reservation.id], [reservation.token]))
+            raise
+        if not marked:
             self.expired += 1
             logger.warning("pgqueue: job %s was not started from the prefetch buffer: its lease was lost "
                            "(it expired, or the job was cancelled or cleared)", reservation.id)

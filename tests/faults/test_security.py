@@ -193,11 +193,11 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert await operator.resume() is True
         await operator.set_limits(concurrency=2)
         assert [(c.queue, c.concurrency) for c in await operator.controls()] == [("default", 2)]
-        assert scalar_as(roles["operator"], "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
-        assert scalar_as(roles["operator"], "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"
+        o = roles["operator"]
+        assert scalar_as(o, "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
+        assert scalar_as(o, "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"
         assert await operator.cancel(uuid.uuid4()) == "not_found"
         assert await operator.clear() == 2  # the retried failure and the tick's job
-        o = roles["operator"]
         assert refused(o, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(o, "select * from pgqueue.reserve(array['default'], 10, 30)")
         assert refused(o, "select * from pgqueue.ack(array[gen_random_uuid()], array[1::bigint])")
