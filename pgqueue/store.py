@@ -222,9 +222,14 @@ class TableStatistics:
 
     dead_tuples: int
     live_tuples: int
+    #: Seconds since the last VACUUM or autovacuum of the table; None: never (since the
+    #: statistics were reset).
     since_vacuum: float | None
+    #: Whether autovacuum runs on the table: on server-wide and not disabled for the table.
     autovacuum_applies: bool
+    #: Dead tuples at which autovacuum would vacuum (the table's reloption, else the server's).
     threshold: int
+    #: Whether the current role may VACUUM the table (PostgreSQL skips it with a warning otherwise).
     may_vacuum: bool
     role: str
 

@@ -17,14 +17,14 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import fields
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from pgqueue.errors import QueueConfigurationError, QueueStorageError
 from pgqueue.storage import NOT_MIGRATED, is_transient
-from pgqueue.store import Store, try_vacuum_lock, vacuum_jobs, vacuum_unlock
+from pgqueue.store import Store, TableStatistics, try_vacuum_lock, vacuum_jobs, vacuum_unlock
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -50,22 +50,12 @@ def check_seconds(value: object, what: str, hint: str = "") -> float:
     return float(value)
 
 
-@dataclass(frozen=True)
-class TableHealth:
-    """What the statistics say about ``pgqueue.jobs`` (``sql/queries/maintenance_check.sql``)."""
+class TableHealth(TableStatistics):
+    """What the statistics say about ``pgqueue.jobs`` (:class:`~pgqueue.store.TableStatistics`:
+    dead and live tuples, seconds since the last (auto)vacuum, whether autovacuum applies and at
+    what threshold, whether the role may vacuum), with the worker's rule for vacuuming."""
 
-    dead_tuples: int
-    live_tuples: int
-    #: Seconds since the last VACUUM or autovacuum of the table; None: never (since the
-    #: statistics were reset).
-    since_vacuum: float | None
-    #: Whether autovacuum runs on the table: on server-wide and not disabled for the table.
-    autovacuum_applies: bool
-    #: Dead tuples at which autovacuum would vacuum (the table's reloption, else the server's).
-    threshold: int
-    #: Whether the current role may VACUUM the table (PostgreSQL skips it with a warning otherwise).
-    may_vacuum: bool
-    role: str
+    __slots__ = ()
 
     def vacuum_due(self, grace: float) -> bool:
         """Whether the worker should vacuum: at least ``threshold`` dead tuples, and either
@@ -131,8 +121,7 @@ class Maintenance:
         found = await self._store.table_statistics()
         if found is None:
             raise QueueStorageError(f"checking pgqueue.jobs for table maintenance: {NOT_MIGRATED}")
-        return TableHealth(found.dead_tuples, found.live_tuples, found.since_vacuum, found.autovacuum_applies,
-                           found.threshold, found.may_vacuum, found.role)
+        return TableHealth(**{f.name: getattr(found, f.name) for f in fields(found)})
 
     async def tick(self) -> bool:
         """One check, and a VACUUM if due; True if this call vacuumed the table.
