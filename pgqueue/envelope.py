@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from collections.abc import Callable, Iterable
@@ -21,6 +20,10 @@ from pgqueue.limits import MAX_ARGS_DEPTH, MAX_DELAY_SECONDS, queue_name_problem
 ENVELOPE_VERSION = 1
 
 _ENCODER = msgspec.json.Encoder()
+#: The worker reads every envelope: msgspec's decoder takes a quarter of the standard library's
+#: time on a typical one. Unlike json.loads it refuses NaN, Infinity and numbers out of a
+#: float's range, which no jsonb value holds.
+_DECODER = msgspec.json.Decoder()
 
 
 def dumps_json(value: Any) -> str:
@@ -328,12 +331,12 @@ class Envelope:
         try:
             if text and isinstance(data, str | bytes):
                 try:
-                    data = json.loads(data)
+                    data = _DECODER.decode(data)
                 except RecursionError:
                     raise QueuePayloadError(
                         "envelope nests too deeply to decode (args may nest at most "
                         f"{MAX_ARGS_DEPTH} levels)") from None
-                except ValueError as exc:
+                except (msgspec.DecodeError, ValueError) as exc:
                     raise QueuePayloadError(f"envelope is not JSON: {exc}") from None
             return cls._validated(data, job_id)
         except QueuePayloadError:

@@ -218,7 +218,8 @@ async def test_args_at_the_depth_limit_still_run(client: Client, dsn: str) -> No
 
 
 def test_decode_raises_only_payload_errors() -> None:
-    for text in ("[" * 5000 + "]" * 5000, '{"a": ' * 3000 + "1" + "}" * 3000, "1" * 5000, "nope", b"\xff"):
+    for text in ("[" * 5000 + "]" * 5000, '{"a": ' * 3000 + "1" + "}" * 3000, "1" * 5000, "nope", b"\xff",
+                 "NaN", '{"a": 1e400}', '{"a": "\\ud800"}', '{"a": 1', ""):
         with pytest.raises(QueuePayloadError):
             Envelope.decode(text)
     assert Envelope.decode(json.dumps(good_envelope(priority=-32768))).priority == -32768

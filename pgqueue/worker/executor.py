@@ -113,11 +113,13 @@ class Executor:
             self._thread_pool.shutdown(wait=False, cancel_futures=True)
             self._thread_pool = None
 
-    async def run(self, reservation: Reservation, received: float | None = None) -> bool:
+    async def run(self, reservation: Reservation, received: float | None = None,
+                  lease_left: float | None = None) -> bool:
         """Run one reservation to its end; False if it was handed back unstarted (stopping).
 
         ``received``: when the reservation arrived (``time.monotonic()``; default now): a job that
-        waited in the prefetch buffer counts that wait in its queue latency.
+        waited in the prefetch buffer counts that wait in its queue latency. ``lease_left``: the
+        seconds its lease had left when it was taken from the buffer (default: the reservation's).
         """
         job_id, token, attempts = reservation.id, reservation.token, reservation.attempts
         started = time.monotonic()
@@ -155,7 +157,8 @@ class Executor:
         # The job starts here.
         context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
                              queue=reservation.queue, connection=envelope.connection,
-                             lease_seconds_left=reservation.lease_seconds_left - (time.monotonic() - started),
+                             lease_seconds_left=(reservation.lease_seconds_left if lease_left is None else lease_left)
+                             - (time.monotonic() - started),
                              decisions=self._decisions, name=envelope.name)
         context._pool = self._store.pool  # context.transaction() commits on it
         if self.cancellations is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
@@ -271,10 +270,7 @@ class Fetcher:
                 self.expired += 1
                 self._to_hand_back.append(item)
                 continue
-            reservation = item.reservation
-            if left < reservation.lease_seconds_left:
-                reservation = dataclasses.replace(reservation, lease_seconds_left=left)
-            self._start(reservation, item.received)
+            self._start(item.reservation, item.received, left)
 
     def _drain_buffer(self) -> list[Prefetched]:
         items: list[Prefetched] = []
@@ -327,10 +323,11 @@ class Fetcher:
         return reservations
 
     # -------------------------------------------------------------- executions
-    def _start(self, reservation: Reservation, received: float | None = None) -> None:
+    def _start(self, reservation: Reservation, received: float | None = None, lease_left: float | None = None,
+               ) -> None:
         self._stats.reserved += 1
-        run = self._executor.run(reservation, received) if not reservation.prefetched else \
-            self._run_marked(reservation, received)
+        run = self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
+            self._run_marked(reservation, received, lease_left)
         task = asyncio.create_task(run)
         self.running.add(task)
         task.add_done_callback(self._finished)
@@ -348,7 +345,8 @@ class Fetcher:
         elif task.result():
             self._stats.processed += 1
 
-    async def _run_marked(self, reservation: Reservation, received: float | None) -> bool:
+    async def _run_marked(self, reservation: Reservation, received: float | None, lease_left: float | None,
+                          ) -> bool:
         """A buffered job on its final try: clear its mark first (``pgqueue.mark_started``, with the
         completer's next flush), so a death before this point gives the try back; run it only if
         the fence accepted."""
@@ -365,7 +363,7 @@ class Fetcher:
             logger.warning("pgqueue: job %s was not started from the prefetch buffer: its lease was lost "
                            "(it expired, or the job was cancelled or cleared)", reservation.id)
             return False
-        return await self._executor.run(reservation, received)
+        return await self._executor.run(reservation, received, lease_left)
 
     async def _gather_slots(self) -> None:
         """After a full batch (more work is likely waiting), let slots free up so the next
