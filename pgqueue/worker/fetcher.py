@@ -392,6 +392,9 @@ class Fetcher:
         """Sleep until notified, until the next job is due, or for the poll interval at most."""
         loop = asyncio.get_running_loop()
         poll_deadline = loop.time() + self.poll_interval
+        # Let the executions just started take their first step (up to their handler's first
+        # await) before the next_due round trip: a job that woke an idle worker starts sooner.
+        await asyncio.sleep(0)
         while not self._wakeup.is_set():
             self._rescheduled.clear()
             try:
