@@ -7,7 +7,7 @@
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
 --
--- How: none of the three gets any privilege on a table or the sequence. The stored functions
+-- How: none of the three may write to a table or use the sequence (operators only read). The stored functions
 -- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
 -- producer can insert a job only through enqueue's validation and can never read another
 -- job's args; a worker can change a job only through the fenced functions (no UPDATE that
