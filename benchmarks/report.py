@@ -204,6 +204,52 @@ def _targets(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _floors(results: dict[str, Any]) -> list[str]:
+    """The floors (benchmarks/floors.py) beside the budget each target leaves, from this run's peer medians."""
+    f = results["floors"]
+    lines = ["What the parts of each path cost at least here (`benchmarks/floors.py`, measured in this run; p50 "
+             "unless said), beside what each target allows (the budget, from this run's peer medians above). "
+             "Where the floor is above the budget, no change to pgqueue's code on top of that part can meet the "
+             "target on this machine.", "",
+             "| target | budget | floor | floor above budget | what was measured |", "|---|---|---|---|---|"]
+
+    def row(target: str, budget: float, floor: float, unit: str, digits: int, detail: str) -> None:
+        above = "yes" if floor > budget else "no"
+        lines.append(f"| {target} | {fmt(budget, digits)} {unit} | {fmt(floor, digits)} {unit} | {above} | {detail} |")
+
+    if "latency" in results:
+        better = min(_best(results, "latency", s, "p99_ms", lowest=True)[0] for s in ("procrastinate", "pgqueuer"))
+        row("wake-up p99 at most half the better peer's", better / 2,
+            f["notify"]["p50_ms"] + f["reserve_lean"]["p50_ms"], "ms", 2,
+            f"notify delivery {fmt(f['notify']['p50_ms'], 2)} + the leanest reservation of one job after "
+            f"{f['sizes']['gap']} s idle {fmt(f['reserve_lean']['p50_ms'], 2)} (its p99 "
+            f"{fmt(f['reserve_lean']['p99_ms'], 2)}), both at p50; `pgqueue.reserve` so "
+            f"{fmt(f['reserve']['p50_ms'], 2)}; "
+            f"a durable commit {fmt(f['commit_warm']['p50_ms'], 2)} warm, {fmt(f['commit_cold']['p50_ms'], 2)} idle")
+    if "single" in results:
+        best = max(_best(results, "single", s, "jobs_per_s")[0] for s in ("procrastinate", "pgqueuer"))
+        single = f["single_us"]
+        row("single enqueue 1.5x the better peer", 1e6 / (1.5 * best), single["insert_bare"], "µs per job", 0,
+            f"a bare INSERT into pgqueue.jobs with its NOTIFY, one transaction each; `pgqueue.enqueue` "
+            f"{fmt(single['enqueue_function'])}, `client.dispatch` {fmt(single['dispatch'])}")
+    if "bulk" in results:
+        best = max(_best(results, "bulk", s, "jobs_per_s")[0] for s in ("procrastinate", "pgqueuer"))
+        bulk = f["bulk_ms_per_1000"]
+        row("bulk enqueue 2x the better peer", 1e6 / (2 * best), bulk["copy"], "ms per 1,000", 1,
+            f"COPY of rows rendered beforehand into pgqueue.jobs (no checks, no NOTIFY), server and transfer "
+            f"only; encoding the jobs {fmt(bulk['encode'], 1)} more; `pgqueue.enqueue_many` "
+            f"{fmt(bulk['enqueue_many_function'], 1)}, `client.dispatch_many` {fmt(bulk['dispatch_many'], 1)}")
+    if "drain" in results:
+        need = 5 * _median(results, "drain", "pgqueuer/unlimited", "jobs_per_s")
+        d = f["drain"]
+        row(f"drain, best 5x PgQueuer's uncapped ({fmt(need)} jobs/s)", 1e6 * d["nproc"] / need,
+            1e6 * d["machine_cpu_s_per_10k"] / 10_000, f"µs of CPU per job ({d['nproc']} cores)", 0,
+            f"not a floor but pgqueue's cost now: the machine's busy CPU per job at concurrency "
+            f"{d['concurrency']} (worker {fmt(1e6 * d['worker_cpu_s_per_10k'] / 10_000)}, the rest mostly the "
+            f"server); {fmt(d['drain_jobs_per_s'])} jobs/s with the machine {fmt(d['machine_busy_pct'])}% busy")
+    return lines
+
+
 def _commit(env: dict[str, Any]) -> str:
     commit = env.get("commit_ms")
     if not commit:
@@ -296,6 +342,8 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
     ]
     if any(s in results for s in ("drain", "single", "bulk", "latency")):
         lines += ["## Targets", "", *_targets(results), ""]
+    if "floors" in results:
+        lines += ["## Floors", "", *_floors(results), ""]
     if "single" in results or "bulk" in results:
         lines += ["## Enqueue (jobs/s)", "",
                   "Single: one job per transaction, sequentially, as a web request does. Bulk: chunks of "

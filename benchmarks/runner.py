@@ -24,12 +24,13 @@ from benchmarks.compare import (
     single_enqueue,
     wakeup_latency,
 )
+from benchmarks.floors import FloorSizes, run_floors
 from benchmarks.report import write_report
 from benchmarks.scaling import ScalingSizes, run_scaling
 from benchmarks.sustained import SustainedSizes, run_sustained
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "scaling", "sustained")
+SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "scaling", "sustained", "floors")
 log = logging.getLogger("benchmarks")
 
 
@@ -52,10 +53,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = Sizes(runs=args.runs)
     scaling = ScalingSizes(runs=args.runs)
     sustained = SustainedSizes(minutes=args.sustained_minutes)
+    floors = FloorSizes()
     if args.quick:
         sizes = Sizes(single=300, bulk=5000, drain=2000, latency=40, delayed=40, delayed_span=4.0, runs=args.runs)
         scaling = ScalingSizes(ready=(1_000, 10_000, 100_000), delayed=100_000, delayed_ready=5_000,
                                drain_jobs=10_000, runs=args.runs)
+        floors = FloorSizes.quick()
     if args.drain_jobs:
         sizes.drain = args.drain_jobs
     results_file = args.output / "results.json"
@@ -90,6 +93,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         write_report(_plain(results), args.output, args.report)
     if "sustained" in only:
         await run_sustained(args.admin_dsn, sustained, results)
+        write_report(_plain(results), args.output, args.report)
+    if "floors" in only:
+        await run_floors(args.admin_dsn, floors, results)
     results["load_end"] = _load()
     plain: dict[str, Any] = _plain(results)
     return plain

@@ -74,6 +74,15 @@ def drop_database(admin_dsn: str, name: str) -> None:
         conn.execute(f'drop database if exists "{name}" with (force)')
 
 
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine spent busy since boot (every core; /proc/stat, not idle or iowait):
+    the worker, the PostgreSQL server and anything else, so a drain's cost per job includes the server's."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib() -> float:
     with open(f"/proc/{os.getpid()}/status") as status:
         for line in status:
@@ -110,8 +119,10 @@ async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when
         print(json.dumps({"ready": True}), flush=True)
         started = time.perf_counter()
         cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+        busy_before = machine_busy_seconds()
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
         elapsed = time.perf_counter() - started
+        busy = machine_busy_seconds() - busy_before
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
         if server is not None:
@@ -122,7 +133,10 @@ async def run_worker(dsn: str, concurrency: int, max_jobs: int | None, stop_when
                 if str(mark) not in marks and processed >= mark:
                     marks[str(mark)] = rss_mib()
         return {"processed": processed, "seconds": elapsed, "jobs_per_s": processed / elapsed,
-                "cpu_s_per_10k": 10_000 * cpu_s / max(processed, 1), "rss_mib": marks, "results": WORKER_RESULTS}
+                "cpu_s_per_10k": 10_000 * cpu_s / max(processed, 1),
+                "machine_cpu_s_per_10k": 10_000 * busy / max(processed, 1),
+                "machine_busy_pct": 100 * busy / (elapsed * (os.cpu_count() or 1)),
+                "rss_mib": marks, "results": WORKER_RESULTS}
 
 
 def worker_main(argv: list[str]) -> None:
@@ -190,6 +204,8 @@ def drain(admin: str, jobs: int, concurrency: int, rate: str | None = None,
         figures = {"bench": "drain", "jobs": jobs, "concurrency": concurrency,
                    "enqueue_jobs_per_s": jobs / enqueue_s, "drain_jobs_per_s": result["jobs_per_s"],
                    "processed": result["processed"], "worker_cpu_s_per_10k": result["cpu_s_per_10k"],
+                   "machine_cpu_s_per_10k": result["machine_cpu_s_per_10k"],
+                   "machine_busy_pct": result["machine_busy_pct"],
                    "metrics": metrics, "left": left[0] if left else None}
         if rate is not None:
             reserves = int(calls[0]) if calls and calls[0] else 0

@@ -1,0 +1,2 @@
+-- benchmarks/floors.py: empty the jobs table between measurements.
+truncate pgqueue.jobs
