@@ -104,7 +104,13 @@ class Heartbeat:
                            "lease cannot be renewed is stopped before its lease ends", len(contexts), exc)
             return
         self.ticks += 1
+        held = self._held
         for context, (_, renewed, left) in zip(contexts, rows, strict=True):
+            if context not in held:
+                # Dropped while the renewal was on its way: a buffered job that was started (its
+                # running handler holds the lease now, renewed from the next tick) or a handler that
+                # finished. Its job may be acked and gone already; a refusal says nothing about it.
+                continue
             if renewed and left is not None:
                 # Measured from before the call: the time limit errs on the early side.
                 context._lease_renewed(sent + left)
