@@ -75,8 +75,9 @@ def drop_database(admin_dsn: str, name: str) -> None:
 
 
 def machine_busy_seconds() -> float:
-    """CPU time the whole machine spent busy since boot (every core; /proc/stat, not idle or iowait):
-    the worker, the PostgreSQL server and anything else, so a drain's cost per job includes the server's."""
+    """CPU time the whole machine spent busy since boot (every core; /proc/stat, all but idle and iowait):
+    the worker, the PostgreSQL server and anything else, so a drain's cost per job includes the server's.
+    On a virtual machine the time the hypervisor stole counts as busy (about 1% here)."""
     with open("/proc/stat") as stat:
         fields = [int(v) for v in stat.readline().split()[1:]]
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
