@@ -49,6 +49,8 @@ import psycopg
 
 from benchmarks.common import ROOT, fresh_database, percentile, sql
 from benchmarks.systems import pgqueue_job
+from pgqueue import Client, migrate
+from pgqueue.resources import query
 
 
 @dataclass
@@ -137,9 +139,6 @@ async def commit_and_notify(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
 
 async def reservation(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
     """One ready job, ``gap`` seconds idle, then its reservation: pgqueue.reserve vs the leanest."""
-    from pgqueue import Client
-    from pgqueue.resources import query
-
     statements: dict[str, tuple[str | bytes, tuple[Any, ...] | None]] = {
         "reserve": (query("reserve"), (["default"], 10, 60.0, 10)),
         "reserve_lean": (sql("floors_reserve_one"), None),
@@ -164,8 +163,6 @@ async def reservation(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
 
 async def enqueue(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
     """Single (per transaction) and bulk (per call of bulk_chunk) enqueue, variants alternating."""
-    from pgqueue import Client
-
     single: dict[str, list[float]] = {"insert_bare": [], "enqueue_function": [], "dispatch": []}
     bulk: dict[str, list[float]] = {"encode": [], "copy": [], "enqueue_many_function": [], "dispatch_many": []}
     async with Client(dsn) as client, await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -183,8 +180,6 @@ async def enqueue(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
 
 async def _single(name: str, client: Any, conn: psycopg.AsyncConnection[Any], count: int) -> float:
     """Seconds per job of ``count`` sequential one-job transactions (after 20 that warm up)."""
-    from pgqueue.resources import query
-
     noop = pgqueue_job()
     encoded = [_encoded(client, n) for n in range(count + 20)]
     jobs = [noop(seq=n) for n in range(count + 20)]
@@ -204,8 +199,6 @@ async def _single(name: str, client: Any, conn: psycopg.AsyncConnection[Any], co
 
 async def _bulk(name: str, client: Any, conn: psycopg.AsyncConnection[Any], chunk: int) -> float:
     """Seconds one bulk call of ``chunk`` fresh jobs takes (only the part ``name`` measures)."""
-    from pgqueue.resources import query
-
     noop = pgqueue_job()
     jobs = [noop(seq=n) for n in range(chunk)]
     started = time.perf_counter()
@@ -239,8 +232,6 @@ async def run_floors(admin_dsn: str, sizes: FloorSizes, results: dict[str, Any])
     figures: dict[str, Any] = {"sizes": sizes.__dict__.copy()}
     for part in (commit_and_notify, reservation, enqueue):
         async with fresh_database(admin_dsn, "floors") as dsn:
-            from pgqueue import migrate
-
             await asyncio.to_thread(migrate.upgrade, dsn)
             figures.update(await part(dsn, sizes))
     # In a process of its own: benchmarks.worker_drain registers a no-op job under the name the

@@ -24,10 +24,12 @@ from tests.worker_jobs import LedgerJob, Once, Probe
 from tests.worker_support import (
     Spawned,
     create_ledger,
+    equals,
     failures,
     finish,
     hooks,
     jobs,
+    lock_waits,
     rows,
     scalar,
     settings_for,
@@ -337,9 +339,7 @@ async def test_a_buffered_job_started_and_acked_during_a_renewal_is_not_reported
             await acker.execute(query("ack"), ([job_id], [reservation.token], [0.0], [0.0], False))
             with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
                 tick = asyncio.create_task(heartbeat.tick())
-                waiting = ("select count(*) from pg_stat_activity where datname = current_database() "
-                           "and wait_event_type = 'Lock'")
-                await wait_until(lambda: _equals(scalar(dsn, waiting), 1), "the renewal to wait for the ack's lock")
+                await wait_until(lambda: equals(lock_waits(dsn), 1), "the renewal to wait for the ack's lock")
                 heartbeat.drop(item)  # the fetcher took the job from the buffer and started it
                 await acker.commit()
                 await finish(tick, "the renewal")
@@ -348,7 +348,3 @@ async def test_a_buffered_job_started_and_acked_during_a_renewal_is_not_reported
     assert heartbeat.ticks == 1 and heartbeat.refused == 0
     assert not item.finished
     assert not [r for r in caplog.records if "lease was lost" in r.getMessage()]
-
-
-async def _equals(pending: Awaitable[Any], value: Any) -> bool:
-    return bool(await pending == value)

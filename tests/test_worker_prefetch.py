@@ -25,10 +25,12 @@ from tests.worker_support import (
     Runs,
     client,
     create_ledger,
+    equals,
     failures,
     finish,
     hooks,
     jobs,
+    lock_waits,
     rows,
     runs,
     scalar,
@@ -241,7 +243,7 @@ async def test_a_buffered_job_once_started_counts_its_try(client: Client, spawn:
                             "--prefetch", "3", "--lease", "3", "--lease-margin", "0.5")
         await wait_until(lambda: _started(dsn, 1), "the worker to start job 1 from its buffer")
         marked = "select count(*) from pgqueue.jobs where not prefetched and token is not null"
-        await wait_until(lambda: _equals(scalar(dsn, marked), 1), "job 1's start to be marked")
+        await wait_until(lambda: equals(scalar(dsn, marked), 1), "job 1's start to be marked")
         await first.kill()
     finally:
         await holder.execute("select pg_advisory_unlock(%s)", (LOCK,))
@@ -257,10 +259,6 @@ async def test_a_buffered_job_once_started_counts_its_try(client: Client, spawn:
 
 async def _started(dsn: str, n: int) -> bool:
     return any(r["n"] == n for r in await _ledger(dsn, "started"))
-
-
-async def _equals(pending: Any, value: Any) -> bool:
-    return bool(await pending == value)
 
 
 async def test_a_drain_with_start_marks_in_flight_acks_every_job_and_stops(client: Client, hooks: Any,
@@ -364,11 +362,9 @@ async def test_a_forced_stop_while_a_buffered_final_try_waits_for_its_mark_hands
     async with await psycopg.AsyncConnection.connect(dsn) as locker:
         await locker.execute("select 1 from pgqueue.jobs where id = %s for update", (ids[1],))
         gate.open.set()  # job 0 ends: job 1 leaves the buffer and waits for its mark (held by the row lock)
-        waiting = ("select count(*) from pg_stat_activity where datname = current_database() "
-                   "and wait_event_type = 'Lock'")
-        await wait_until(lambda: _equals(scalar(dsn, waiting), 1), "job 1's start mark to wait for the row lock")
+        await wait_until(lambda: equals(lock_waits(dsn), 1), "job 1's start mark to wait for the row lock")
         worker.stop(cancel_running=True)
-        await wait_until(lambda: _equals(scalar(dsn, waiting), 2), "the hand-back to wait behind the mark")
+        await wait_until(lambda: equals(lock_waits(dsn), 2), "the hand-back to wait behind the mark")
         await locker.rollback()
     await finish(task, "the worker to stop")
 

@@ -141,6 +141,17 @@ async def scalar(dsn: str, sql: str, params: Any = None) -> Any:
     return None if row is None else row[0]
 
 
+async def equals(pending: Awaitable[Any], value: Any) -> bool:
+    """Whether the awaited value is ``value`` (a ``wait_until`` check on an ad-hoc query)."""
+    return bool(await pending == value)
+
+
+async def lock_waits(dsn: str) -> int:
+    """Sessions of the test database waiting for a lock (pg_stat_activity)."""
+    return int(await scalar(dsn, "select count(*) from pg_stat_activity where datname = current_database() "
+                                 "and wait_event_type = 'Lock'"))
+
+
 async def jobs(dsn: str) -> list[dict[str, Any]]:
     """Every live job row (oldest first), with the seconds until it is available."""
     return await rows(dsn, "select id, queue, attempts, max_tries, token, envelope, reserved_at, available_at,"
