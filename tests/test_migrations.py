@@ -23,7 +23,7 @@ from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
-HEAD = "pgqueue_0007"
+HEAD = "pgqueue_0008"
 
 Snapshot = list[tuple[str, ...]]
 
@@ -376,7 +376,7 @@ def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
 def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
     modules = _revision_modules()
     assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", "pgqueue_0004", "pgqueue_0005",
-                              "pgqueue_0006", HEAD]
+                              "pgqueue_0006", "pgqueue_0007", HEAD]
     listed: dict[str, str] = {}
     for module in modules.values():
         for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):

@@ -141,7 +141,7 @@ def test_the_installed_cli_runs_and_migrates(installed: tuple[Path, Path], empty
     assert "pgqueue" in usage and "migrate" in usage
     _run([cli, "migrate", "--dsn", empty_dsn], cwd=tmp_path)
     with psycopg.connect(empty_dsn) as conn:
-        assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0007",)]
+        assert conn.execute(b"select version_num from pgqueue_alembic_version").fetchall() == [("pgqueue_0008",)]
         assert conn.execute(b"select to_regprocedure('pgqueue.reserve(text[], integer, double precision)')"
                             b" is not null").fetchone() == (True,)
 

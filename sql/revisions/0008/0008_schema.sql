@@ -1,0 +1,4 @@
+-- pgqueue schema, revision 0008: the surfaces of revisions 0003-0007 hardened against adversarial
+-- input (unique keys under REPEATABLE READ, queue names, ticks the database decides, a cancel the
+-- database recorded, failure records that always store). Executed by the alembic revision 0008
+-- (migrations/versions/), before its functions.

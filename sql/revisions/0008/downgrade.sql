@@ -1,0 +1,2 @@
+-- pgqueue revision 0008, downgrade to 0007: undoes 0008_schema.sql and its functions; the
+-- migration then runs the frozen copies of the functions 0008 replaced, as 0007 had them.
