@@ -865,16 +865,37 @@ async def vacuum_unlock(conn: psycopg.AsyncConnection[Any], key: int) -> None:
     await conn.execute(query("maintenance_unlock"), (key,))
 
 
-async def ack_in_transaction(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int) -> bool:
-    """The fenced ack of one job on ``conn``, inside the caller's transaction; False if refused."""
-    cur = await conn.execute(query("ack_in_transaction"), (job_id, token))
-    return bool(_first(await cur.fetchone()))
+async def begin_transaction(conn: psycopg.AsyncConnection[Any]) -> str:
+    """BEGIN a transaction on ``conn`` (autocommit) and return its id, in one round trip; the caller
+    commits or rolls back. The id is for :func:`ack_in_transaction`."""
+    cur = await conn.execute(query("transaction_begin"), prepare=False)  # two statements: never prepared
+    cur.nextset()
+    return str(_first(await cur.fetchone()))
 
 
-def ack_in_transaction_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int) -> bool:
+def begin_transaction_sync(conn: psycopg.Connection[Any]) -> str:
+    """:func:`begin_transaction` on a blocking connection."""
+    cur = conn.execute(query("transaction_begin"), prepare=False)
+    cur.nextset()
+    return str(_first(cur.fetchone()))
+
+
+async def ack_in_transaction(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int,
+                             began: str) -> bool | None:
+    """The fenced ack of one job on ``conn``, inside the caller's transaction ``began`` (its id, from
+    :func:`begin_transaction`); False if the fence refused, None (nothing acked) if ``conn`` is in
+    another transaction by now (the caller must roll it back)."""
+    cur = await conn.execute(query("ack_in_transaction"), (began, job_id, token))
+    acked = _first(await cur.fetchone())
+    return None if acked is None else bool(acked)
+
+
+def ack_in_transaction_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int,
+                            began: str) -> bool | None:
     """:func:`ack_in_transaction` on a blocking connection."""
-    cur = conn.execute(query("ack_in_transaction"), (job_id, token))
-    return bool(_first(cur.fetchone()))
+    cur = conn.execute(query("ack_in_transaction"), (began, job_id, token))
+    acked = _first(cur.fetchone())
+    return None if acked is None else bool(acked)
 
 
 async def listen_cancel(conn: psycopg.AsyncConnection[Any]) -> None:
