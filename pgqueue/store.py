@@ -112,6 +112,8 @@ class JobStatsRow:
     latency_count: int
     latency_sum: float
     latency_max: float | None
+    #: Attempts the worker interrupted (a forced stop) and gave back with their try (revision 0008).
+    given_back: int = 0
 
     @property
     def duration_avg(self) -> float | None:
@@ -131,7 +133,7 @@ class JobStatsRow:
                 "duration_sum": self.duration_sum, "duration_max": self.duration_max,
                 "duration_avg": self.duration_avg, "latency_count": self.latency_count,
                 "latency_sum": self.latency_sum, "latency_max": self.latency_max,
-                "latency_avg": self.latency_avg}
+                "latency_avg": self.latency_avg, "given_back": self.given_back}
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +497,15 @@ class Store:
             cur = await conn.execute(query("release"), (job_id, token, delay, duration, wait))
             return bool(_first(await cur.fetchone()))
 
+    async def release_interrupted(self, job_id: uuid.UUID, token: int, duration: float | None = None,
+                                  wait: float | None = None) -> bool:
+        """Put back a job whose attempt the worker interrupted (a forced stop), ready now, with its
+        attempt given back; False if the fence refused. Counts as given_back in ``pgqueue.job_stats``
+        (run time and wait as for :meth:`release`)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("release_interrupted"), (job_id, token, duration, wait))
+            return bool(_first(await cur.fetchone()))
+
     async def release_unstarted(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
         """Hand back reservations that never ran (the attempt does not count); returns the ids released."""
         async with self._pool.connection() as conn:
@@ -720,7 +731,7 @@ class Store:
                 rows = await cur.fetchall()
         return [JobStatsRow(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]),
                             float(r[8]), None if r[9] is None else float(r[9]), int(r[10]), float(r[11]),
-                            None if r[12] is None else float(r[12])) for r in rows]
+                            None if r[12] is None else float(r[12]), int(r[13])) for r in rows]
 
     async def throughput(self, windows: list[int]) -> list[Throughput]:
         """Per queue and window (minutes): the outcomes recorded in the last that many minutes."""
