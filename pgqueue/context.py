@@ -43,12 +43,70 @@ class Decisions(Protocol):
     async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str: ...
 
 
-def describe(error: BaseException) -> tuple[str, str, str]:
-    """(module-qualified class, message, full traceback) of an exception, as stored in failed_jobs."""
+#: The most characters of a failure's message that failed_jobs and the worker's log lines keep
+#: (its head and tail, the cut said in the text).
+MESSAGE_LIMIT = 16 * 1024
+#: The most characters of a failure's traceback that failed_jobs keeps (head and tail).
+TRACEBACK_LIMIT = 64 * 1024
+#: The most characters of an exception's class name kept.
+NAME_LIMIT = 1024
+
+
+def stored_text(text: str, limit: int, what: str = "text") -> str:
+    """``text`` as failed_jobs and the logs take it: NUL escaped as ``\\x00`` and lone surrogates
+    as ``\\udXXX`` (PostgreSQL's text refuses the one, UTF-8 the other), and at most
+    ``limit`` characters: a longer text keeps its head and its tail around a line saying how much
+    of the ``what`` was cut. Every failure path stores and logs through this (see :func:`describe`)."""
+    if len(text) <= limit and text.isascii() and "\x00" not in text:
+        return text  # the common case: nothing to do
+    text = _bounded(text, limit, what)
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # The escapes may have made it longer again: cut the clean text (a cut never splits a code point).
+    return _bounded(text, limit, what)
+
+
+def _bounded(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 200, 2)
+    head = keep // 2
+    tail = keep - head
+    cut = (f"\n[... pgqueue cut {len(text) - keep:,} characters of this {what}: it had {len(text):,}, at "
+           f"most {limit:,} are kept (its head and its tail) ...]\n")
+    return text[:head] + cut + text[len(text) - tail:]
+
+
+def failure_message(error: BaseException) -> str:
+    """An exception's message as failed_jobs and the logs take it (:func:`stored_text`); never raises,
+    even when the exception's own ``__str__`` does."""
+    try:
+        message = str(error)
+    except Exception as exc:  # a broken __str__ must not lose the failure
+        message = f"<the message could not be read: its __str__ raised {type(exc).__name__}>"
+    return stored_text(message, MESSAGE_LIMIT, "message")
+
+
+def describe(error: BaseException, message: str | None = None) -> tuple[str, str, str]:
+    """(module-qualified class, message, full traceback) of an exception, as stored in failed_jobs:
+    each made storable and bounded by :func:`stored_text` (MESSAGE_LIMIT, TRACEBACK_LIMIT). ``message``
+    replaces the exception's own (it is bounded too). Never raises."""
     kind = type(error)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    text = "".join(traceback.format_exception(kind, error, error.__traceback__))
-    return name, str(error), text
+    try:
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    except Exception:
+        name = "?"
+    try:
+        text = "".join(traceback.format_exception(kind, error, error.__traceback__))
+    except Exception as exc:
+        text = f"(the traceback could not be formatted: {type(exc).__name__})"
+    return (stored_text(name, NAME_LIMIT, "exception class name"),
+            failure_message(error) if message is None else stored_text(message, MESSAGE_LIMIT, "message"),
+            stored_text(text, TRACEBACK_LIMIT, "traceback"))
 
 
 class JobContext:
@@ -148,7 +206,8 @@ class JobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``snoozed``, ``acked``, ``failed``, ``lost``, ``cancelled``, ``given_back`` (the
+        worker's forced stop interrupted the attempt) or None while undecided."""
         return self._decided
 
     @property
@@ -365,9 +424,9 @@ class JobContext:
 
     # The executor's side of the context (pgqueue/worker/executor.py): a handler never calls these.
     def claim_decision(self, decision: str) -> bool:
-        """For the worker: take ``decision`` ("acked", "released", "failed", "lost") for a handler
-        that took none; False if the handler (or the heartbeat) decided first. Sends nothing: the
-        caller carries the decision out."""
+        """For the worker: take ``decision`` ("acked", "released", "failed", "lost", "given_back") for
+        a handler that took none; False if the handler (or the heartbeat) decided first. Sends
+        nothing: the caller carries the decision out."""
         if self._decided is not None:
             return False
         self._decided = decision
@@ -444,7 +503,8 @@ class SyncJobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``snoozed``, ``acked``, ``failed``, ``lost``, ``cancelled``, ``given_back`` (the
+        worker's forced stop interrupted the attempt) or None while undecided."""
         return self._context.decision
 
     @property
