@@ -418,8 +418,9 @@ class Client:
             if isinstance(exc, TimeoutError | asyncio.CancelledError):
                 # A sync handler's thread cannot be stopped and runs on: context.cancelled asks it to.
                 context.mark_cancelled()
-            if isinstance(exc, Exception):
-                await decisions.record(exc, "exception")
+            # Every end is recorded with its cause (SystemExit, CancelledError, ... too), then
+            # propagates to the caller, as the sync driver promises.
+            await decisions.record(exc, "exception", _inline_note(exc))
             raise
         if context.failure is not None:
             raise context.failure
@@ -638,8 +639,8 @@ class _InlineDecisions:
             f"{self._envelope.connection!r} (the job runs once, at dispatch)"
         )
 
-    async def record(self, error: Exception, reason: str) -> None:
-        exception, message, trace = describe(error)
+    async def record(self, error: BaseException, reason: str, note: str | None = None) -> None:
+        exception, message, trace = describe(error, note)
         await self._store(exception, message, trace, reason)
 
     async def _store(self, exception: str | None, message: str, trace: str | None, reason: str) -> None:
@@ -657,6 +658,20 @@ class _InlineDecisions:
         except (psycopg.Error, QueueStorageError) as exc:
             logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
                          self._envelope.id, self._envelope.name, exc)
+
+
+def _inline_note(error: BaseException) -> str | None:
+    """The message a sync-driver failure records for a BaseException that is not an Exception."""
+    if isinstance(error, Exception):
+        return None
+    task = asyncio.current_task()
+    if isinstance(error, asyncio.CancelledError) and task is not None and task.cancelling():
+        return "the task that dispatched the job was cancelled while the job ran; it did not finish"
+    try:
+        raised = repr(error)
+    except Exception:  # a broken __repr__ must not lose the failure
+        raised = type(error).__name__
+    return f"the handler raised {raised}; it propagates to the caller of dispatch"
 
 
 @dataclass(frozen=True, slots=True)

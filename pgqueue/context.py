@@ -12,11 +12,17 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Protocol, TypeVar
 
 import psycopg
+from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
-from pgqueue.store import ack_in_transaction, ack_in_transaction_sync
+from pgqueue.store import (
+    ack_in_transaction,
+    ack_in_transaction_sync,
+    begin_transaction,
+    begin_transaction_sync,
+)
 
 _T = TypeVar("_T")
 
@@ -37,12 +43,70 @@ class Decisions(Protocol):
     async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str: ...
 
 
-def describe(error: BaseException) -> tuple[str, str, str]:
-    """(module-qualified class, message, full traceback) of an exception, as stored in failed_jobs."""
+#: The most characters of a failure's message that failed_jobs and the worker's log lines keep
+#: (its head and tail, the cut said in the text).
+MESSAGE_LIMIT = 16 * 1024
+#: The most characters of a failure's traceback that failed_jobs keeps (head and tail).
+TRACEBACK_LIMIT = 64 * 1024
+#: The most characters of an exception's class name kept.
+NAME_LIMIT = 1024
+
+
+def stored_text(text: str, limit: int, what: str = "text") -> str:
+    """``text`` as failed_jobs and the logs take it: NUL escaped as ``\\x00`` and lone surrogates
+    as ``\\udXXX`` (PostgreSQL's text refuses the one, UTF-8 the other), and at most
+    ``limit`` characters: a longer text keeps its head and its tail around a line saying how much
+    of the ``what`` was cut. Every failure path stores and logs through this (see :func:`describe`)."""
+    if len(text) <= limit and text.isascii() and "\x00" not in text:
+        return text  # the common case: nothing to do
+    text = _bounded(text, limit, what)
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # The escapes may have made it longer again: cut the clean text (a cut never splits a code point).
+    return _bounded(text, limit, what)
+
+
+def _bounded(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 200, 2)
+    head = keep // 2
+    tail = keep - head
+    cut = (f"\n[... pgqueue cut {len(text) - keep:,} characters of this {what}: it had {len(text):,}, at "
+           f"most {limit:,} are kept (its head and its tail) ...]\n")
+    return text[:head] + cut + text[len(text) - tail:]
+
+
+def failure_message(error: BaseException) -> str:
+    """An exception's message as failed_jobs and the logs take it (:func:`stored_text`); never raises,
+    even when the exception's own ``__str__`` does."""
+    try:
+        message = str(error)
+    except Exception as exc:  # a broken __str__ must not lose the failure
+        message = f"<the message could not be read: its __str__ raised {type(exc).__name__}>"
+    return stored_text(message, MESSAGE_LIMIT, "message")
+
+
+def describe(error: BaseException, message: str | None = None) -> tuple[str, str, str]:
+    """(module-qualified class, message, full traceback) of an exception, as stored in failed_jobs:
+    each made storable and bounded by :func:`stored_text` (MESSAGE_LIMIT, TRACEBACK_LIMIT). ``message``
+    replaces the exception's own (it is bounded too). Never raises."""
     kind = type(error)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    text = "".join(traceback.format_exception(kind, error, error.__traceback__))
-    return name, str(error), text
+    try:
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    except Exception:
+        name = "?"
+    try:
+        text = "".join(traceback.format_exception(kind, error, error.__traceback__))
+    except Exception as exc:
+        text = f"(the traceback could not be formatted: {type(exc).__name__})"
+    return (stored_text(name, NAME_LIMIT, "exception class name"),
+            failure_message(error) if message is None else stored_text(message, MESSAGE_LIMIT, "message"),
+            stored_text(text, TRACEBACK_LIMIT, "traceback"))
 
 
 class JobContext:
@@ -72,6 +136,7 @@ class JobContext:
         "_pool",
         "_queue",
         "_token",
+        "_transaction_open",
         "tries",
     )
 
@@ -94,6 +159,8 @@ class JobContext:
         self._lease_listener: Callable[[], None] | None = None
         # Set by the worker: where context.transaction() takes its connection.
         self._pool: AsyncConnectionPool[Any] | None = None
+        # While a context.transaction() block is open (one per attempt).
+        self._transaction_open = False
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -139,7 +206,8 @@ class JobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``snoozed``, ``acked``, ``failed``, ``lost``, ``cancelled``, ``given_back`` (the
+        worker's forced stop interrupted the attempt) or None while undecided."""
         return self._decided
 
     @property
@@ -230,20 +298,80 @@ class JobContext:
         :class:`~pgqueue.QueueLeaseError` is raised: a stale holder's writes never commit beside
         another execution's. An exception inside the block rolls back too (the job is then
         retried as usual). After the block the job is settled (``decision == "acked"``).
+
+        One block per attempt: a second one opened while the first is open (nested, or from
+        another task) raises QueueLeaseError before it writes anything; nest with
+        ``conn.transaction()`` (a savepoint). The block owns its transaction: if the handler
+        ends it on ``conn`` (a raw ``COMMIT`` or ``ROLLBACK``, ``conn.commit()``), or goes on
+        after a statement failed in it, the block raises QueueLeaseError and the job is not
+        acknowledged (it runs again as its tries allow). What the handler committed itself
+        stays committed: the connection is in autocommit mode outside the block's transaction.
         """
         if self._pool is None:
             raise QueueConfigurationError(
                 f"job {self._id}: context.transaction() needs a worker of a database connection (this "
                 "execution has no pgqueue database to commit in, e.g. the sync driver); nothing was written")
+        self._open_transaction()
+        try:
+            async with self._pool.connection() as conn:
+                # BEGIN and the transaction's id in one round trip; commit and rollback are ours.
+                began = await begin_transaction(conn)
+                try:
+                    yield conn
+                    self._check_block(conn.info.transaction_status)
+                    self._claim("ack", "acked")
+                    try:
+                        self._ack_answer(await ack_in_transaction(conn, self._id, self._token, began))
+                        await conn.commit()
+                    except BaseException:
+                        if self._decided == "acked":
+                            self._decided = None  # not committed: the worker's retry policy decides
+                        raise
+                except BaseException:
+                    await _roll_back(conn)
+                    raise
+        finally:
+            self._transaction_open = False
+
+    def _open_transaction(self) -> None:
+        """Start a ``transaction()`` block, or refuse it (before anything is written)."""
         if self._decided is not None:
             raise QueueLeaseError(f"job {self._id}: cannot open its transaction — the reservation was already "
                                   f"{self._decided}; nothing was written")
-        async with self._pool.connection() as conn, conn.transaction():
-            yield conn
-            self._claim("ack", "acked")
-            if not await ack_in_transaction(conn, self._id, self._token):
-                # Raised inside conn.transaction(): the handler's writes roll back with it.
-                raise self._refused("ack in its transaction (the handler's writes were rolled back)")
+        if self._transaction_open:
+            raise QueueLeaseError(
+                f"job {self._id} attempt {self._attempts}: context.transaction() is already open for this "
+                "attempt; one transaction carries the job's writes and its ack, so write on the connection "
+                "the open block gave you (its conn.transaction() nests as a savepoint); nothing was written "
+                "by this call")
+        self._transaction_open = True
+
+    def _check_block(self, status: pq.TransactionStatus) -> None:
+        """Refuse to ack when the block's transaction is no longer open and healthy."""
+        if status == pq.TransactionStatus.INTRANS:
+            return
+        if status == pq.TransactionStatus.INERROR:
+            raise QueueLeaseError(
+                f"job {self._id} attempt {self._attempts}: a statement inside context.transaction() failed and "
+                "the handler went on; the transaction is aborted, nothing it wrote commits and the job was not "
+                "acknowledged (to go on after an error, run the statement in conn.transaction(), a savepoint)")
+        raise self._ended()
+
+    def _ack_answer(self, acked: bool | None) -> None:
+        """Carry out what the block's ack statement answered (raised inside the block: a refusal rolls
+        the handler's writes back with it)."""
+        if acked is None:
+            raise self._ended()
+        if not acked:
+            raise self._refused("ack in its transaction (the handler's writes were rolled back)")
+
+    def _ended(self) -> QueueLeaseError:
+        return QueueLeaseError(
+            f"job {self._id} attempt {self._attempts}: the transaction of context.transaction() was ended "
+            "inside the block (a COMMIT or ROLLBACK run on its connection), so it can no longer carry the ack: "
+            "the job was not acknowledged and runs again as its tries allow; what was committed before the "
+            "block ended stays committed (the connection is in autocommit mode outside the block's "
+            "transaction) — leave committing to the block (conn.transaction() inside it is a savepoint)")
 
     async def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left.
@@ -296,9 +424,9 @@ class JobContext:
 
     # The executor's side of the context (pgqueue/worker/executor.py): a handler never calls these.
     def claim_decision(self, decision: str) -> bool:
-        """For the worker: take ``decision`` ("acked", "released", "failed", "lost") for a handler
-        that took none; False if the handler (or the heartbeat) decided first. Sends nothing: the
-        caller carries the decision out."""
+        """For the worker: take ``decision`` ("acked", "released", "failed", "lost", "given_back") for
+        a handler that took none; False if the handler (or the heartbeat) decided first. Sends
+        nothing: the caller carries the decision out."""
         if self._decided is not None:
             return False
         self._decided = decision
@@ -375,7 +503,8 @@ class SyncJobContext:
 
     @property
     def decision(self) -> str | None:
-        """``released``, ``acked``, ``failed``, ``lost``, ``cancelled`` or None while undecided."""
+        """``released``, ``snoozed``, ``acked``, ``failed``, ``lost``, ``cancelled``, ``given_back`` (the
+        worker's forced stop interrupted the attempt) or None while undecided."""
         return self._context.decision
 
     @property
@@ -427,24 +556,46 @@ class SyncJobContext:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """:meth:`JobContext.transaction` for a sync handler: a blocking connection (opened for this
-        block on the worker's database) whose transaction also carries the job's fenced ack."""
+        block on the worker's database) whose transaction also carries the job's fenced ack; the
+        same rules (one block per attempt, the block owns its transaction)."""
         context = self._context
         pool = context._pool
         if pool is None:
             raise QueueConfigurationError(
                 f"job {context.id}: context.transaction() needs a worker of a database connection; "
                 "nothing was written")
-        if context._decided is not None:
-            raise QueueLeaseError(f"job {context.id}: cannot open its transaction — the reservation was already "
-                                  f"{context._decided}; nothing was written")
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
-        with psycopg.connect(conninfo, **kwargs) as conn, conn.transaction():
-            yield conn
-            context._claim("ack", "acked")
-            if not ack_in_transaction_sync(conn, context.id, context.token):
-                raise context._refused("ack in its transaction (the handler's writes were rolled back)")
+        context._open_transaction()
+        try:
+            conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+            kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
+            with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
+                began = begin_transaction_sync(conn)
+                try:
+                    yield conn
+                    context._check_block(conn.info.transaction_status)
+                    context._claim("ack", "acked")
+                    try:
+                        context._ack_answer(ack_in_transaction_sync(conn, context.id, context.token, began))
+                        conn.commit()
+                    except BaseException:
+                        if context._decided == "acked":
+                            context._decided = None
+                        raise
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.rollback()
+                    raise
+        finally:
+            context._transaction_open = False
 
     def __repr__(self) -> str:
         return f"Sync{self._context!r}"
 
+
+async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Roll back the block's transaction (whatever the handler left open on ``conn``); a connection
+    that cannot is closed, so the pool replaces it rather than hand out an open transaction."""
+    try:
+        await conn.rollback()
+    except psycopg.Error:
+        await conn.close()

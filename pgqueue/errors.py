@@ -24,7 +24,9 @@ class QueueRetryError(QueueError):
 
 
 class QueueLeaseError(QueueError):
-    """A transition was refused: the reservation already has a decision, or its lease was lost."""
+    """A transition was refused: the reservation already has a decision, or its lease was lost; or
+    ``context.transaction()`` could not carry the ack (a second block while one is open, or the
+    handler ended or aborted the block's transaction itself)."""
 
 
 class QueueStorageError(QueueError):

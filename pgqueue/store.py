@@ -112,6 +112,8 @@ class JobStatsRow:
     latency_count: int
     latency_sum: float
     latency_max: float | None
+    #: Attempts the worker interrupted (a forced stop) and gave back with their try (revision 0008).
+    given_back: int = 0
 
     @property
     def duration_avg(self) -> float | None:
@@ -131,7 +133,7 @@ class JobStatsRow:
                 "duration_sum": self.duration_sum, "duration_max": self.duration_max,
                 "duration_avg": self.duration_avg, "latency_count": self.latency_count,
                 "latency_sum": self.latency_sum, "latency_max": self.latency_max,
-                "latency_avg": self.latency_avg}
+                "latency_avg": self.latency_avg, "given_back": self.given_back}
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +497,15 @@ class Store:
             cur = await conn.execute(query("release"), (job_id, token, delay, duration, wait))
             return bool(_first(await cur.fetchone()))
 
+    async def release_interrupted(self, job_id: uuid.UUID, token: int, duration: float | None = None,
+                                  wait: float | None = None) -> bool:
+        """Put back a job whose attempt the worker interrupted (a forced stop), ready now, with its
+        attempt given back; False if the fence refused. Counts as given_back in ``pgqueue.job_stats``
+        (run time and wait as for :meth:`release`)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("release_interrupted"), (job_id, token, duration, wait))
+            return bool(_first(await cur.fetchone()))
+
     async def release_unstarted(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
         """Hand back reservations that never ran (the attempt does not count); returns the ids released."""
         async with self._pool.connection() as conn:
@@ -720,7 +731,7 @@ class Store:
                 rows = await cur.fetchall()
         return [JobStatsRow(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]),
                             float(r[8]), None if r[9] is None else float(r[9]), int(r[10]), float(r[11]),
-                            None if r[12] is None else float(r[12])) for r in rows]
+                            None if r[12] is None else float(r[12]), int(r[13])) for r in rows]
 
     async def throughput(self, windows: list[int]) -> list[Throughput]:
         """Per queue and window (minutes): the outcomes recorded in the last that many minutes."""
@@ -865,16 +876,37 @@ async def vacuum_unlock(conn: psycopg.AsyncConnection[Any], key: int) -> None:
     await conn.execute(query("maintenance_unlock"), (key,))
 
 
-async def ack_in_transaction(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int) -> bool:
-    """The fenced ack of one job on ``conn``, inside the caller's transaction; False if refused."""
-    cur = await conn.execute(query("ack_in_transaction"), (job_id, token))
-    return bool(_first(await cur.fetchone()))
+async def begin_transaction(conn: psycopg.AsyncConnection[Any]) -> str:
+    """BEGIN a transaction on ``conn`` (autocommit) and return its id, in one round trip; the caller
+    commits or rolls back. The id is for :func:`ack_in_transaction`."""
+    cur = await conn.execute(query("transaction_begin"), prepare=False)  # two statements: never prepared
+    cur.nextset()
+    return str(_first(await cur.fetchone()))
 
 
-def ack_in_transaction_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int) -> bool:
+def begin_transaction_sync(conn: psycopg.Connection[Any]) -> str:
+    """:func:`begin_transaction` on a blocking connection."""
+    cur = conn.execute(query("transaction_begin"), prepare=False)
+    cur.nextset()
+    return str(_first(cur.fetchone()))
+
+
+async def ack_in_transaction(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int,
+                             began: str) -> bool | None:
+    """The fenced ack of one job on ``conn``, inside the caller's transaction ``began`` (its id, from
+    :func:`begin_transaction`); False if the fence refused, None (nothing acked) if ``conn`` is in
+    another transaction by now (the caller must roll it back)."""
+    cur = await conn.execute(query("ack_in_transaction"), (began, job_id, token))
+    acked = _first(await cur.fetchone())
+    return None if acked is None else bool(acked)
+
+
+def ack_in_transaction_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int,
+                            began: str) -> bool | None:
     """:func:`ack_in_transaction` on a blocking connection."""
-    cur = conn.execute(query("ack_in_transaction"), (job_id, token))
-    return bool(_first(cur.fetchone()))
+    cur = conn.execute(query("ack_in_transaction"), (began, job_id, token))
+    acked = _first(cur.fetchone())
+    return None if acked is None else bool(acked)
 
 
 async def listen_cancel(conn: psycopg.AsyncConnection[Any]) -> None:

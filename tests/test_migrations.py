@@ -337,6 +337,27 @@ def test_downgrading_0005_restores_what_0004_installed_and_keeps_the_jobs(empty_
     _works(empty_dsn)
 
 
+def test_downgrading_0008_restores_what_0007_installed_and_keeps_the_history(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0007")
+    at_0007 = schema_snapshot(empty_dsn)
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # an attempt given back at 0008
+        enqueue(conn, envelope("kept"))
+        [held] = reserve(conn, ["kept"], 1)
+        assert conn.execute("select pgqueue.release_interrupted(%s, %s, 0.5, null)",
+                            (held["id"], held["token"])).fetchone() == (True,)
+        assert conn.execute("select sum(given_back), sum(retried) from pgqueue.job_stats").fetchone() == (1, 0)
+        assert conn.execute("select attempts from pgqueue.jobs").fetchone() == (0,)
+    migrate.downgrade(empty_dsn, "pgqueue_0007")
+    assert _version(empty_dsn) == ["pgqueue_0007"]
+    assert schema_snapshot(empty_dsn) == at_0007
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("select count(*) from pgqueue.job_stats").fetchone() == (1,)
+        assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
+    migrate.upgrade(empty_dsn)
+    _works(empty_dsn)
+
+
 def test_0001_still_installs_functions_without_a_pinned_search_path(empty_dsn: str) -> None:
     # Revision 0001 installs today what it installed when it shipped (its frozen files), so a
     # database at 0001 has exactly the functions of every other database at 0001.

@@ -288,6 +288,11 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         again = call("select * from pgqueue.reserve(array['r'], 1, 60)")
         call("select * from pgqueue.release_unstarted(%s::uuid[], %s::bigint[])",
              ([again[0]["id"]], [again[0]["token"]]))
+        if scalar(conn, "select to_regprocedure('pgqueue.release_interrupted(uuid, bigint, double precision,"
+                        " double precision)') is not null"):
+            # Revision 0008: a forced stop gives the interrupted attempt back.
+            again = call("select * from pgqueue.reserve(array['r'], 1, 60)")
+            call("select pgqueue.release_interrupted(%s, %s, 0.5, 0.1)", (again[0]["id"], again[0]["token"]))
         # The reservation gives up on doomed candidates: deadline passed, last attempt expired.
         call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1, retry_until=1.0)),))
         call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("doomed", tries=1)),))

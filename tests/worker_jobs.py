@@ -11,12 +11,14 @@ tests.worker_jobs``) run :class:`LedgerJob`, which records every execution in th
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from collections.abc import Awaitable, Callable
 
 import psycopg
 
-from pgqueue import Job, JobContext
+from pgqueue import Job, JobContext, SyncJobContext
 
 Hook = Callable[["Probe", JobContext], Awaitable[None]]
 
@@ -133,3 +135,29 @@ class LedgerOnce(LedgerJob):
     name = "tests.worker:ledger_once"
     tries = 1
 
+
+class Exits(Job):
+    """Ends its handler with a BaseException that is not an Exception (issue 24, item 6): ``how``
+    is ``system_exit`` (SystemExit(3)), ``keyboard_interrupt`` or ``cancelled`` (a CancelledError
+    nothing asked for)."""
+
+    name = "tests.worker:exits"
+    tries = 1
+    how: str
+
+    async def handle(self, context: JobContext) -> None:
+        if self.how == "system_exit":
+            raise SystemExit(3)
+        if self.how == "keyboard_interrupt":
+            raise KeyboardInterrupt
+        raise asyncio.CancelledError
+
+
+class SyncExits(Job):
+    """A sync handler that calls ``sys.exit(4)`` in its thread."""
+
+    name = "tests.worker:sync_exits"
+    tries = 1
+
+    def handle(self, context: SyncJobContext) -> None:  # type: ignore[override]  # a sync handler
+        sys.exit(4)

@@ -1,9 +1,9 @@
 """A worker process for the worker tests: ``python -m tests.worker_process --dsn ...``.
 
 Builds a Client on ``--dsn`` (no pyproject.toml, no environment), imports the test jobs,
-installs the SIGINT/SIGTERM handlers and runs one worker until it is stopped. Prints the
-number of reservations processed on exit. Logs go to stderr at INFO, so a test can see
-when the worker took a signal.
+installs the SIGINT/SIGTERM handlers (unless ``--no-signal-handlers``) and runs one worker until
+it is stopped. Prints the number of reservations processed on exit. Logs go to stderr at INFO,
+so a test can see when the worker took a signal.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ async def main(args: argparse.Namespace) -> int:
     async with Client(settings=settings_for(args.dsn, **overrides)) as client:
         worker = await client.worker(queues=args.queues.split(","), concurrency=args.concurrency,
                                     lease=args.lease, poll_interval=args.poll_interval, prefetch=args.prefetch)
-        worker.install_signal_handlers()
+        if not args.no_signal_handlers:
+            worker.install_signal_handlers()
         processed = await worker.run()
     print(processed, flush=True)
     return 0
@@ -41,6 +42,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=None, help="the connection's job timeout")
     parser.add_argument("--poll-interval", type=float, default=5.0)
     parser.add_argument("--prefetch", type=int, default=None)
+    parser.add_argument("--no-signal-handlers", action="store_true",
+                        help="leave SIGINT to Python (KeyboardInterrupt), as an application that runs a worker may")
     return parser.parse_args(argv)
 
 

@@ -22,13 +22,21 @@ depends_on: str | Sequence[str] | None = None
 # Path under sql/ -> SHA-256 of the file as shipped, in the order they run.
 FILES = {
     "revisions/0008/0008_schema.sql":
-        "33f43684001b7a629ba1b88c2cfc96fd02417208f9da2155e81480fda12ffbf3",
+        "50bef38c1da4bb5b9630eaef692f01414546f7cd3cb5c3ab7f23a8ef14203ebb",
+    # Issue 24, item 4: an attempt the worker interrupts is given back, counted as given_back.
+    "revisions/0008/functions/record_outcomes.sql":
+        "8f2eea824405329e2c5d6f3cc806e41101a4131cea1c28f31946cf0f47fc5c03",
+    "revisions/0008/functions/release_interrupted.sql":
+        "9ba25f320eb4da9cc927c5607915997cfa3a36f8fdae80a2cf8f985629c86da0",
 }
 
 # The downgrade to 0007: drop what 0008 added, then the frozen copies of what it replaced.
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
-        "3293c8f7d61866663df5df52c3426f9aa67006a000d9507c9c2750cf83419afc",
+        "98c80c43a21d1108dd45b69caa8a93d514d604f0ff25a79dfbea65f6b2c74ea0",
+    # Issue 24, item 4.
+    "revisions/0005/functions/record_outcomes.sql":
+        "be54d76a471f5f43dbd7bb3d8bd1f79387bda5a23cd4eabbe0ba9e7746889558",
 }
 
 

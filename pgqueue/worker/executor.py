@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pgqueue.context import JobContext, SyncJobContext, describe
+from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe, failure_message, stored_text
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import Job, has_sync_handle, lookup
@@ -80,8 +80,9 @@ class Executor:
     name, args that do not fit) fails at once. Otherwise the handler runs under its time limit
     — its timeout, kept ``lease_margin`` inside its lease, moved by the heartbeat and
     ``context.extend`` — inside ``scope``. Then, unless the handler decided itself: returned →
-    ack (batched by the completer); raised or timed out → release with backoff while tries and
-    ``retry_until`` allow, else failure.
+    ack (batched by the completer); raised (anything, ``SystemExit`` and other BaseExceptions
+    too) or timed out → release with backoff while tries and ``retry_until`` allow, else failure;
+    cancelled by the worker's forced stop → given back with its try (``release_interrupted``).
     """
 
     def __init__(self, store: Store, completer: Completer, stats: WorkerStats, *, lease_margin: float,
@@ -104,8 +105,9 @@ class Executor:
         self._thread_pool: ThreadPoolExecutor | None = None
         #: Set when the worker stops: a reservation not yet started is handed back unstarted.
         self.stopping = False
-        #: Set by a forced stop: a cancelled handler's job is released for another worker.
-        self.cancel_running = False
+        #: Set by :meth:`Worker.install_signal_handlers`: SIGINT then never raises KeyboardInterrupt,
+        #: so one raised by a handler is that handler's.
+        self.signals_installed = False
 
     def shutdown(self) -> None:
         """Stop the sync handlers' thread pool (threads still running a handler are left to finish)."""
@@ -240,9 +242,19 @@ class Executor:
                 async with self.scope(context), deadline:
                     deadline.reschedule(limit())
                     await self._handle(job, context)
-        except TimeoutError as raised:
-            timed_out: Exception = raised
-            if deadline.expired():
+        except BaseException as raised:  # whatever the handler raised, the attempt ends here, recorded
+            duration = loop.time() - started
+            if _interrupted():
+                # This execution was cancelled from outside (the worker's forced stop): the worker,
+                # not the handler, ended the attempt, so it is given back.
+                context.mark_cancelled()
+                await self._give_back(context, envelope, duration, wait)
+                if isinstance(raised, asyncio.CancelledError):
+                    raise
+                return
+            error: BaseException = raised
+            note: str | None = None
+            if isinstance(raised, TimeoutError) and deadline.expired():
                 context.mark_cancelled()
                 if context.decision == "cancelled":  # pgqueue.cancel: already recorded in failed_jobs
                     stats.cancelled += 1
@@ -260,30 +272,25 @@ class Executor:
                         "stopped %gs before the lease ends; the job runs again once the lease has expired",
                         job_id, envelope.name, attempts, margin, extra=context.log_fields())
                     return
-                timed_out = TimeoutError(
-                    f"job {envelope.name!r} timed out after {loop.time() - started:.3g}s "
+                error = TimeoutError(
+                    f"job {envelope.name!r} timed out after {duration:.3g}s "
                     f"(its timeout is {envelope.timeout:g}s; the limit is also kept {margin:g}s inside the "
                     "lease); the handler was cancelled at an await"
                     + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(type(job)) else "")
                 )
-            await self._after_exception(context, envelope, timed_out, loop.time() - started, wait)
-        except asyncio.CancelledError:
-            context.mark_cancelled()
-            # Cancelled by a forced stop: hand the job back for another worker.
-            if self.cancel_running and context.claim_decision("released"):
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._store.release(job_id, context.token, 0.0))
-                logger.warning("pgqueue: job %s (%s) cancelled by shutdown and released", job_id, envelope.name,
-                               extra=context.log_fields())
-            raise
-        except QueueLeaseError as exc:
-            if context.finished and context.decision == "lost":
+            elif isinstance(raised, QueueLeaseError) and context.finished and context.decision == "lost":
                 stats.lost += 1
-                logger.warning("pgqueue: %s", exc, extra=context.log_fields())
+                logger.warning("pgqueue: %s", raised, extra=context.log_fields())
                 return
-            await self._after_exception(context, envelope, exc, loop.time() - started, wait)
-        except Exception as exc:
-            await self._after_exception(context, envelope, exc, loop.time() - started, wait)
+            # A KeyboardInterrupt from an async handler may be a real Ctrl-C when the worker's own
+            # signal handlers are not installed: recorded like any failure, then it stops the process.
+            stops = isinstance(raised, KeyboardInterrupt) and not self.signals_installed \
+                and not has_sync_handle(type(job))
+            if not isinstance(raised, Exception):
+                note = _handler_exit(raised, stops=stops)
+            await self._after_exception(context, envelope, error, duration, wait, note=note)
+            if stops:
+                raise
         else:
             if context.claim_decision("acked"):
                 self._completer.add(job_id, context.token, loop.time() - started, wait)
@@ -309,17 +316,21 @@ class Executor:
         handle: Callable[[SyncJobContext], Any] = job.handle  # type: ignore[assignment]  # sync, checked above
         return loop.run_in_executor(self._thread_pool, contextvars.copy_context().run, handle, facade)
 
-    async def _after_exception(self, context: JobContext, envelope: Envelope, error: Exception,
-                               duration: float | None = None, wait: float | None = None) -> None:
+    async def _after_exception(self, context: JobContext, envelope: Envelope, error: BaseException,
+                               duration: float | None = None, wait: float | None = None, *,
+                               note: str | None = None) -> None:
         """The retry policy: a handler raised (or timed out): retry with backoff while tries and the
-        deadline allow, else record the failure. ``duration`` and ``wait`` go to the history."""
+        deadline allow, else record the failure. ``duration`` and ``wait`` go to the history;
+        ``note`` is stored and logged instead of the exception's own message."""
+        message = failure_message(error) if note is None else stored_text(note, MESSAGE_LIMIT, "message")
         if context.finished:
-            logger.warning("pgqueue: job %s (%s) raised after it was %s: %r", context.id, envelope.name,
-                           context.decision, error, extra=context.log_fields())
+            logger.warning("pgqueue: job %s (%s) raised after it was %s: %s: %s", context.id, envelope.name,
+                           context.decision, type(error).__name__, message, extra=context.log_fields())
             return
         attempts = context.attempts
         if tracing_active():
-            record_failure(error, "retried" if attempts < context.tries else "failed")
+            with contextlib.suppress(Exception):  # e.g. an exception whose __str__ raises: never lose the failure
+                record_failure(error, "retried" if attempts < context.tries else "failed")
         if attempts < context.tries:
             delay = envelope.backoff.delay(attempts)
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
@@ -334,7 +345,7 @@ class Executor:
                     self._stats.retried += 1
                     logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
                                    context.id, envelope.name, attempts, context.tries,
-                                   type(error).__name__, error, delay, extra=context.log_fields())
+                                   type(error).__name__, message, delay, extra=context.log_fields())
                 else:
                     self._stats.lost += 1
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
@@ -342,13 +353,14 @@ class Executor:
                 return
         context.claim_decision("failed")
         await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
-                         queue=context.queue, duration=duration, wait=wait)
+                         queue=context.queue, duration=duration, wait=wait, message=message)
 
     async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
-                    *, name: str, queue: str, duration: float | None = None, wait: float | None = None) -> None:
+                    *, name: str, queue: str, duration: float | None = None, wait: float | None = None,
+                    message: str | None = None) -> None:
         """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)
-        and report it to the instruments."""
-        exception, message, trace = describe(error)
+        and report it to the instruments. ``message`` replaces the exception's own."""
+        exception, message, trace = describe(error, message)
         fields = {"job_id": str(job_id), "job_name": name, "queue": queue, "attempt": attempts, "token": token}
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
@@ -369,9 +381,57 @@ class Executor:
             logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id,
                            extra=fields)
 
+    async def _give_back(self, context: JobContext, envelope: Envelope, duration: float,
+                         wait: float | None) -> None:
+        """The worker interrupted the attempt (a forced stop): hand the job back with its try
+        (``pgqueue.release_interrupted``, fenced), ready for the next worker."""
+        if not context.claim_decision("given_back"):
+            return  # the handler (or the heartbeat) decided first
+        try:
+            # Shielded: the task is being cancelled; the give-back must still reach the database.
+            accepted = await asyncio.shield(self._store.release_interrupted(context.id, context.token, duration,
+                                                                            wait))
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop, and giving it "
+                           "back failed (%s); it runs again when its lease expires, the attempt counted",
+                           context.id, envelope.name, context.attempts, exc, extra=context.log_fields())
+            return
+        if accepted:
+            self._stats.given_back += 1
+            logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop: given back "
+                           "with its try, it runs again on the next worker", context.id, envelope.name,
+                           context.attempts, extra=context.log_fields())
+        else:
+            self._stats.lost += 1
+            logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop, and its lease "
+                           "was already lost", context.id, envelope.name, context.attempts,
+                           extra=context.log_fields())
+
     async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
         try:
             await self._store.release_unstarted([job_id], [token])
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.warning("pgqueue: could not hand back unstarted job %s (%s); it returns when its lease "
                            "expires", job_id, exc)
+
+
+def _interrupted() -> bool:
+    """Whether the running execution's task was cancelled from outside (``task.cancel()``: the
+    worker's forced stop), as opposed to a CancelledError the handler raised or let through."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _handler_exit(error: BaseException, *, stops: bool) -> str:
+    """What failed_jobs says of a BaseException that is not an Exception raised by a handler."""
+    try:
+        raised = repr(error)
+    except Exception:  # a broken __repr__ must not lose the failure
+        raised = type(error).__name__
+    if isinstance(error, asyncio.CancelledError):
+        return (f"the handler raised {raised} although nothing cancelled this execution (e.g. it awaited a "
+                "task that was cancelled); the worker went on")
+    if stops:
+        return (f"the handler raised {raised}; the worker stops: it has no signal handlers of its own "
+                "(Worker.install_signal_handlers), so this may be a Ctrl-C")
+    return f"the handler raised {raised}; the worker went on"

@@ -63,6 +63,9 @@ class WorkerStats:
     vacuums: int = 0
     #: Handlers stopped because their job was cancelled (``pgqueue.cancel``).
     cancelled: int = 0
+    #: Attempts the worker itself interrupted (a forced stop: drain timeout passed, second signal),
+    #: handed back with their try (``pgqueue.release_interrupted``) to run again on the next worker.
+    given_back: int = 0
 
 
 class Worker:
@@ -277,11 +280,11 @@ class Worker:
 
     def stop(self, *, cancel_running: bool = False) -> None:
         """Stop reserving; running handlers finish (within drain_timeout). ``cancel_running``
-        cancels them now instead, releasing their reservations where possible."""
+        cancels them now instead, giving their jobs back with their try where possible (the
+        attempt does not count: the worker, not the handler, ended it)."""
         self._stopping = True
         self.executor.stopping = True
         if cancel_running:
-            self.executor.cancel_running = True
             for task in list(self.fetcher.running):
                 task.cancel()
         self.fetcher.stop()
@@ -292,8 +295,11 @@ class Worker:
         return self._stopping
 
     def install_signal_handlers(self) -> None:
-        """SIGINT/SIGTERM: the first stops gracefully, the second cancels running handlers."""
+        """SIGINT/SIGTERM: the first stops gracefully, the second cancels running handlers (their
+        jobs are given back with their try). Installed on the event loop, so a signal never raises
+        KeyboardInterrupt in a handler: one a handler raises is that attempt's failure."""
         loop = asyncio.get_running_loop()
+        self.executor.signals_installed = True
 
         def on_signal(signum: int) -> None:
             if self._stopping:
@@ -391,9 +397,8 @@ class Worker:
             return
         _, pending = await asyncio.wait(set(running), timeout=self.drain_timeout)
         if pending:
-            logger.warning("pgqueue: %d handlers still running after the %.1fs drain timeout; cancelling them",
-                           len(pending), self.drain_timeout)
-            self.executor.cancel_running = True
+            logger.warning("pgqueue: %d handlers still running after the %.1fs drain timeout; cancelling them "
+                           "(their jobs are given back with their try)", len(pending), self.drain_timeout)
             for task in pending:
                 task.cancel()
             await asyncio.wait(pending, timeout=10)

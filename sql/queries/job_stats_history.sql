@@ -3,7 +3,7 @@
 select s.minute, s.queue, s.name,
        sum(s.succeeded)::bigint, sum(s.failed)::bigint, sum(s.retried)::bigint, sum(s.cancelled)::bigint,
        sum(s.duration_count)::bigint, sum(s.duration_sum), max(s.duration_max),
-       sum(s.latency_count)::bigint, sum(s.latency_sum), max(s.latency_max)
+       sum(s.latency_count)::bigint, sum(s.latency_sum), max(s.latency_max), sum(s.given_back)::bigint
 from pgqueue.job_stats s
 where s.minute >= coalesce(%(since)s::timestamptz, '-infinity')
   and s.minute < coalesce(%(until)s::timestamptz, 'infinity')

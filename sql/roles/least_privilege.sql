@@ -1,8 +1,9 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique); nothing else
---   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, snooze,
---                     next_due, prune_history, schedule_sync, enqueue_tick (periodic jobs); LISTEN
+--   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
+--                     heartbeat, fail, snooze, next_due, prune_history, schedule_sync, enqueue_tick (periodic
+--                     jobs); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -85,6 +86,8 @@ alter function pgqueue.release(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.release_unstarted(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.release_interrupted(uuid, bigint, double precision, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.extend(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.heartbeat(uuid[], bigint[], double precision)
@@ -143,6 +146,7 @@ grant execute on function
     pgqueue.ack(uuid[], bigint[]),
     pgqueue.release(uuid, bigint, double precision),
     pgqueue.release_unstarted(uuid[], bigint[]),
+    pgqueue.release_interrupted(uuid, bigint, double precision, double precision),
     pgqueue.extend(uuid, bigint, double precision),
     pgqueue.heartbeat(uuid[], bigint[], double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text),

@@ -18,7 +18,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgqueue import Client
-from tests.faults.fault_jobs import LedgerJob
+from tests.faults import fault_jobs
+from tests.faults.fault_jobs import EffectJob, LedgerJob
 from tests.faults.harness import (
     FaultReport,
     WorkerFleet,
@@ -145,3 +146,27 @@ async def test_producers_and_workers_through_pgbouncer(ledger_dsn: str, pgbounce
     report = check_ledger(ledger_dsn)
     assert report.completed == total + 20
     fault_report.add("PgBouncer (transaction mode), LISTEN direct", 1, report)
+
+
+async def test_effects_through_context_transaction_behind_pgbouncer_commit_once(
+        ledger_dsn: str, pgbouncer: str, tmp_path: Path) -> None:
+    # context.transaction() begins its transaction and reads its id in one simple query of two
+    # statements (issue 24, item 2): a transaction-mode pooler keeps the block on one server
+    # connection from that BEGIN to the COMMIT.
+    total = 200
+    with psycopg.connect(ledger_dsn, autocommit=True) as conn:
+        conn.execute(b"create table fault_effects (job_id uuid not null, n integer not null, token bigint not null)")
+    pyproject = write_pyproject(tmp_path, {"prepared_statements": False, "listen_dsn": ledger_dsn})
+    fault_jobs.use_ledger(ledger_dsn)  # the handlers run in this process
+    try:
+        async with Client(settings=fault_settings(pgbouncer, pyproject)) as client:
+            await dispatch(client, [EffectJob(n=i) for i in range(total)], batch=50)
+            worker = await client.worker(concurrency=8, poll_interval=0.2, maintenance_interval=None)
+            assert await worker.run(stop_when_empty=True) == total
+    finally:
+        await fault_jobs.close_ledger()
+        fault_jobs.use_ledger(None)
+    assert worker.stats.acked == total and worker.stats.failed == 0
+    assert scalar(ledger_dsn, "select count(*) from pgqueue.jobs") == 0
+    assert scalar(ledger_dsn, "select count(distinct n) from fault_effects") == total
+    assert scalar(ledger_dsn, "select count(*) from fault_effects") == total

@@ -174,6 +174,9 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
                             "array['UTC'], array[1])") == 1
         assert scalar_as(w, "select pgqueue.enqueue_tick('app:tick', '2026-01-01 00:00+00', %s) is not null",
                          (Jsonb(envelope()),)) is True
+        # A forced stop gives an interrupted attempt back (revision 0008's release_interrupted).
+        assert scalar_as(w, "select pgqueue.release_interrupted(gen_random_uuid(), 1, null, null)") is False
+        assert refused(p, "select pgqueue.release_interrupted(gen_random_uuid(), 1, null, null)")
         assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(w, "select * from pgqueue.jobs")
         assert refused(w, "update pgqueue.jobs set token = null")
@@ -201,6 +204,7 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert refused(o, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(o, "select * from pgqueue.reserve(array['default'], 10, 30)")
         assert refused(o, "select * from pgqueue.ack(array[gen_random_uuid()], array[1::bigint])")
+        assert refused(o, "select pgqueue.release_interrupted(gen_random_uuid(), 1, null, null)")
         assert refused(o, "delete from pgqueue.failed_jobs")
         assert refused(o, "update pgqueue.jobs set attempts = 0")
         assert refused(o, "insert into pgqueue.failed_jobs (job_id, connection, queue, envelope, attempts, reason) "
