@@ -23,12 +23,15 @@ depends_on: str | Sequence[str] | None = None
 FILES = {
     "revisions/0008/0008_schema.sql":
         "33f43684001b7a629ba1b88c2cfc96fd02417208f9da2155e81480fda12ffbf3",
+    # A cancel notification is checked with the database before a worker acts on it (item 8).
+    "revisions/0008/functions/cancelled.sql":
+        "b3a5090165bc5a53587d6c612f528338d6fee7dafee41e96ebf37d1a45f0e42a",
 }
 
 # The downgrade to 0007: drop what 0008 added, then the frozen copies of what it replaced.
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
-        "3293c8f7d61866663df5df52c3426f9aa67006a000d9507c9c2750cf83419afc",
+        "bbfa86ab94998a1922463a9752ca7a6bebef37818261147d40698849cd0ddb61",
 }
 
 

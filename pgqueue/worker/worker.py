@@ -232,8 +232,9 @@ class Worker:
             if sample_every:
                 self.depth_sampler = DepthSampler(direct or config.dsn or dsn, self.instruments,
                                                   interval=sample_every)
-        #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
-        self.cancellations = Cancellations()
+        #: The running handlers by job id, for cancellations (``pgqueue.cancel``), each checked
+        #: with the database before it stops anything.
+        self.cancellations = Cancellations(self.store)
         self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
                                  threads=threads if threads is not None else min(concurrency, 32),
@@ -245,6 +246,7 @@ class Worker:
                                lease=self.lease, concurrency=concurrency, poll_interval=self.poll_interval,
                                fetch_cooldown=float(fetch_cooldown), prefetch=self.prefetch,
                                heartbeat=self.heartbeat, instruments=self.instruments)
+        self.cancellations.buffered = self.fetcher.buffered_job
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
         #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
         self.idle = self.fetcher.idle
@@ -252,7 +254,7 @@ class Worker:
         #: is set while it listens.
         self.notifier: Notifier | None = (
             Notifier(self.listen_dsn, self.queues, self.fetcher.wake, self.fetcher.reschedule,
-                     self._cancelled) if listen else None
+                     self.cancellations.notified) if listen else None
         )
         self._stopping = False
 
@@ -260,11 +262,6 @@ class Worker:
     def wake(self) -> None:
         """Make the worker look for jobs now (called on NOTIFY)."""
         self.fetcher.wake()
-
-    def _cancelled(self, payload: str) -> None:
-        """A ``pgqueue_cancel`` notification: stop the handler of that job, or drop it from the buffer."""
-        self.cancellations.cancel(payload)
-        self.fetcher.cancel(payload)
 
     def _vacuumed(self) -> None:
         self.stats.vacuums += 1
@@ -320,8 +317,10 @@ class Worker:
             raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
         completer_task = asyncio.create_task(self.completer.run(), name="pgqueue-completer")
         notifier_task: asyncio.Task[None] | None = None
+        cancellations_task: asyncio.Task[None] | None = None
         if self.notifier is not None:
             notifier_task = asyncio.create_task(self.notifier.run(), name="pgqueue-notifier")
+            cancellations_task = asyncio.create_task(self.cancellations.run(), name="pgqueue-cancellations")
         maintenance_task: asyncio.Task[None] | None = None
         if self.maintenance is not None:
             maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
@@ -358,10 +357,11 @@ class Worker:
             # Threads still running a handler that ignored ``context.cancelled`` are left to
             # finish; nothing waits for them here.
             self.executor.shutdown()
-            if notifier_task is not None:
-                notifier_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await notifier_task
+            for listening in (notifier_task, cancellations_task):
+                if listening is not None:
+                    listening.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await listening
             await self.completer.wait_idle()
             completer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -2,7 +2,8 @@
 --
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, snooze,
---                     next_due, prune_history, schedule_sync, enqueue_tick (periodic jobs); LISTEN
+--                     next_due, prune_history, schedule_sync, enqueue_tick (periodic jobs), cancelled (is a
+--                     cancel notification real?); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -79,6 +80,8 @@ alter function pgqueue.reserve(text[], integer, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.mark_started(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.cancelled(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.ack(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.release(uuid, bigint, double precision)
@@ -140,6 +143,7 @@ grant execute on function
     pgqueue.reserve(text[], integer, double precision),
     pgqueue.reserve(text[], integer, double precision, integer),
     pgqueue.mark_started(uuid[], bigint[]),
+    pgqueue.cancelled(uuid[], bigint[]),
     pgqueue.ack(uuid[], bigint[]),
     pgqueue.release(uuid, bigint, double precision),
     pgqueue.release_unstarted(uuid[], bigint[]),

@@ -20,6 +20,7 @@ from tests.faults.fault_jobs import EchoJob, LedgerJob
 from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
 from tests.faults.ledger import check_ledger
 from tests.helpers import envelope
+from tests.sql_calls import enqueue, reserve
 
 ROLES_SQL = REPO / "sql" / "roles" / "least_privilege.sql"
 
@@ -211,6 +212,22 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
             await client.close()
         await fault_jobs.close_ledger()
         fault_jobs.use_ledger(None)
+
+
+def test_a_least_privilege_worker_confirms_a_cancel(dsn: str, roles: dict[str, str]) -> None:
+    """Revision 0008: the worker role checks a pgqueue_cancel notification with pgqueue.cancelled
+    before it stops a handler (a notification alone is no proof: anyone may send one)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue(conn, envelope())
+    w, o = roles["worker"], roles["operator"]
+    check = "select cancelled from pgqueue.cancelled(%s::uuid[], %s::bigint[])"
+    with psycopg.connect(w, autocommit=True) as conn:
+        [held] = reserve(conn, ["default"], 1)
+        pair = ([held["id"]], [held["token"]])
+        assert conn.execute(check.encode(), pair).fetchall() == [(False,)]  # not cancelled: nothing to stop
+        assert scalar_as(o, "select pgqueue.cancel(%s)", (held["id"],)) == "cancelled_running"
+        assert conn.execute(check.encode(), pair).fetchall() == [(True,)]
+    assert refused(roles["producer"], check, pair)
 
 
 def test_least_privilege_script_without_createrole_says_what_to_do(owned_server: EmbeddedPostgres) -> None:
