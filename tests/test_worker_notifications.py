@@ -159,6 +159,38 @@ async def test_a_forged_cancel_drops_no_buffered_job_and_a_real_cancel_still_doe
     assert await jobs(dsn) == []
 
 
+async def test_when_the_check_fails_the_heartbeat_still_stops_a_cancelled_handler(
+        client: Client, hooks: Any, runs: Runs, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def hold(job: Probe, context: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    hooks("hold", hold)
+    job_id = await client.dispatch(Once(hook="hold"))
+    # A long lease: the heartbeat renews only when the test calls tick().
+    worker = await client.worker(concurrency=1, prefetch=0, poll_interval=600, maintenance_interval=None,
+                                 lease=600)
+    runs.start(worker)
+    await wait_event(started, "the handler to start")
+    assert worker.notifier is not None and worker.heartbeat is not None
+    await wait_event(worker.notifier.connected, "the worker to LISTEN")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the check cannot run
+        conn.execute("alter function pgqueue.cancelled(uuid[], bigint[]) rename to cancelled_gone")
+    assert await client.cancel(job_id) == "cancelled_running"
+    await wait_until(lambda: "could not check 1 cancel notification" in caplog.text, "the check to fail")
+    assert not stopped.is_set(), "a handler was stopped on a notification the database did not confirm"
+    await worker.heartbeat.tick()  # the fence refuses the cancelled attempt's renewal
+    await wait_event(stopped, "the heartbeat to stop the handler", within=5)
+    await wait_until(lambda: worker.stats.lost == 1, "the worker to count the lost lease")
+    assert [f["reason"] for f in await failures(dsn)] == ["cancelled"]
+
+
 async def test_forged_wake_ups_only_make_the_worker_look(client: Client, runs: Runs, dsn: str,
                                                          forger: str) -> None:
     # A paused queue's ready job and a delayed job: a wake-up cannot make either run.

@@ -26,9 +26,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import psycopg
-from psycopg_pool import PoolTimeout
-
 from pgqueue.context import JobContext
 from pgqueue.store import Store
 
@@ -96,10 +93,10 @@ class Cancellations:
             ids, tokens = list(pending), list(pending.values())
             try:
                 confirmed = set(await self._store.cancelled(ids, tokens))
-            except (psycopg.Error, PoolTimeout, OSError) as exc:
-                logger.warning("pgqueue: could not check %d cancel notification(s) with the database (%s); "
-                               "a cancelled job's handler is stopped at its next lease renewal instead",
-                               len(ids), exc)
+            except Exception as exc:  # whatever it was, this task must go on checking the next ones
+                logger.warning("pgqueue: could not check %d cancel notification(s) with the database (%s: %s); "
+                               "nothing was stopped: a cancelled job's handler is stopped at its next lease "
+                               "renewal instead", len(ids), type(exc).__name__, exc)
                 continue
             for job_id, token in pending.items():
                 if job_id in confirmed:
