@@ -150,9 +150,9 @@ class Recorder(Instruments):
     observed (their due time is not known to the worker).
     """
 
-    __slots__ = ("_clock", "acks_pending", "batch_sizes", "counters", "depth", "depth_sampled_at", "durations",
-                 "job_names", "latencies", "leases_lost", "max_job_names", "max_queues", "queues",
-                 "transient_errors")
+    __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
+                 "depth_sampled_at", "durations", "job_names", "latencies", "leases_lost", "max_job_names",
+                 "max_queues", "queues", "transient_errors")
 
     def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
                  max_job_names: int = MAX_JOB_NAMES) -> None:
@@ -163,6 +163,9 @@ class Recorder(Instruments):
         self.max_job_names = check_cap(max_job_names, "max_job_names")
         self.queues = LabelCap(self.max_queues)
         self.job_names = LabelCap(self.max_job_names)
+        # The hot path's test: values already kept are recorded as they are, without a call.
+        self._kept_queues = self.queues.kept
+        self._kept_names = self.job_names.kept
         #: (metric, queue, name, reason) -> count; metric is "reserved" or an outcome.
         self.counters: dict[tuple[str, str, str, str], int] = {}
         self.durations: dict[tuple[str, str], Histogram] = {}
@@ -186,7 +189,8 @@ class Recorder(Instruments):
         return self.queues(queue), self.job_names(name)
 
     def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
-        queue, name = self.labels(queue, name)
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         key = ("reserved", queue, name, "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
@@ -197,13 +201,15 @@ class Recorder(Instruments):
             found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
 
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
-        queue, name = self.labels(queue, name)
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         key = (outcome, queue, name, reason or "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
 
     def ran(self, queue: str, name: str, seconds: float) -> None:
-        queue, name = self.labels(queue, name)
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         found = self.durations.get((queue, name))
         if found is None:
             found = self.durations[queue, name] = Histogram(DURATION_BUCKETS)
