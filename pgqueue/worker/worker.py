@@ -61,7 +61,7 @@ class WorkerStats:
     lost: int = 0
     #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
     vacuums: int = 0
-    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``).
+    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``, confirmed by the database).
     cancelled: int = 0
 
 
@@ -82,7 +82,9 @@ class Worker:
         scope: ``scope(context)`` returns an async context manager entered around each
             execution, for per-job resources (a database session, a tracing span, ...).
         ack_flush_interval / ack_batch_size: the completer's batching.
-        listen: LISTEN for notifications (False: poll every ``poll_interval``).
+        listen: LISTEN for notifications (False: poll every ``poll_interval``). A notification is a
+            hint: a wake-up makes the worker reserve (the reservation decides), a cancel stops a
+            handler only once ``pgqueue.cancelled`` confirms it (see ``cancellation.py``).
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
         prefetch: jobs reserved beyond the free slots into a local buffer, so one reservation
             (one round trip, one commit) serves many more jobs than the slots that freed
