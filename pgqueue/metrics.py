@@ -4,9 +4,13 @@ A worker records into a :class:`~pgqueue.worker.instruments.Recorder` (plain cou
 ``prometheus_client`` on its hot path); :class:`PgqueueCollector` turns one or more recorders'
 snapshots into Prometheus metric families when scraped:
 
-    recorder = Recorder()
+    recorder = Recorder()                              # max_queues=200, max_job_names=500
     worker = await client.worker(instruments=recorder, metrics_interval=15)
-    server = serve(9464, [recorder.snapshot])          # http://host:9464/metrics
+    server = serve(9464, lambda: [snapshot_of(recorder)])   # http://127.0.0.1:9464/metrics
+
+The endpoint binds 127.0.0.1 unless told otherwise (``addr``; ``queue:work --metrics-host``).
+Label values are capped (see :mod:`pgqueue.worker.instruments`): per metric at most ``max_queues``
+queues and ``max_job_names`` job names, the rest under ``other``, whatever producers dispatch.
 
 Under a supervisor (``queue:work --processes N``) each worker process writes its snapshot to
 a file in a directory the supervisor owns (:class:`SnapshotWriter`, :data:`METRICS_DIR_ENV`),
@@ -27,10 +31,14 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pgqueue.worker.instruments import Recorder
+from pgqueue.worker.instruments import DEPTH_STATES, MAX_JOB_NAMES, MAX_QUEUES, LabelCap, Recorder, check_cap
 
-__all__ = ["METRICS_DIR_ENV", "PgqueueCollector", "Recorder", "SnapshotWriter", "directory_snapshots", "merge",
-           "serve", "snapshot_of"]
+__all__ = ["DEFAULT_HOST", "METRICS_DIR_ENV", "PgqueueCollector", "Recorder", "SnapshotWriter",
+           "directory_snapshots", "merge", "serve", "snapshot_of"]
+
+#: Where :func:`serve` listens unless told otherwise: loopback only. Expose metrics on a network
+#: deliberately (``addr="0.0.0.0"``, ``--metrics-host 0.0.0.0``), behind a firewall or a proxy.
+DEFAULT_HOST = "127.0.0.1"
 
 #: Set by the supervisor in its worker processes' environment: where each writes its snapshot.
 METRICS_DIR_ENV = "PGQUEUE_METRICS_DIR"
@@ -45,7 +53,6 @@ _OUTCOME_METRICS = {
     "failed": ("pgqueue_jobs_failed", "Jobs moved to pgqueue.failed_jobs, by reason."),
     "cancelled": ("pgqueue_jobs_cancelled", "Running handlers stopped because their job was cancelled."),
 }
-_STATES = ("ready", "delayed", "reserved", "expired", "failed")
 
 
 def _merge_histogram(into: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +72,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
     latencies: dict[tuple[str, str], dict[str, Any]] = {}
     batch: dict[str, Any] | None = None
     total: Snapshot = {"leases_lost": 0, "transient_errors": 0, "acks_pending": 0, "depth": {},
-                       "depth_sampled_at": None}
+                       "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}}
     for snap in snapshots:
         for *key, value in snap["counters"]:
             counters[tuple(key)] = counters.get(tuple(key), 0) + value
@@ -75,6 +82,8 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
         batch = _merge_histogram(batch, snap["batch_sizes"])
         for field in ("leases_lost", "transient_errors", "acks_pending"):
             total[field] += snap[field]
+        for label, count in snap.get("folded", {}).items():
+            total["folded"][label] = total["folded"].get(label, 0) + count
         sampled = snap.get("depth_sampled_at")
         if sampled is not None and (total["depth_sampled_at"] is None or sampled > total["depth_sampled_at"]):
             total["depth"], total["depth_sampled_at"] = snap["depth"], sampled
@@ -94,14 +103,40 @@ def _buckets(data: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 class PgqueueCollector(Collector):
-    """Prometheus metric families from the sum of ``sources()`` (each returns one snapshot)."""
+    """Prometheus metric families from the sum of ``sources()`` (each returns one snapshot).
 
-    def __init__(self, sources: Callable[[], Sequence[Snapshot]]) -> None:
+    Each worker caps its own label values (:class:`~pgqueue.worker.instruments.Recorder`); the sum
+    of several (a supervisor's processes) is capped again here, at ``max_queues`` queues and
+    ``max_job_names`` job names, the first ones exported keeping their series for good.
+    """
+
+    def __init__(self, sources: Callable[[], Sequence[Snapshot]], *, max_queues: int = MAX_QUEUES,
+                 max_job_names: int = MAX_JOB_NAMES) -> None:
         self._sources = sources
+        self._queues = LabelCap(check_cap(max_queues, "max_queues"))
+        self._job_names = LabelCap(check_cap(max_job_names, "max_job_names"))
+        self._lock = threading.Lock()  # scrapes may run in several server threads at once
+
+    def _capped(self, snap: Snapshot) -> Snapshot:
+        """``snap`` with its queue and job name label values passed through the caps."""
+        queues, names = self._queues, self._job_names
+        counters: dict[tuple[str, ...], int] = {}
+        for outcome, queue, name, reason, value in snap["counters"]:
+            key = (outcome, queues(queue), names(name), reason)
+            counters[key] = counters.get(key, 0) + value
+        snap["counters"] = [[*key, value] for key, value in counters.items()]
+        for field in ("durations", "latencies"):
+            histograms: dict[tuple[str, str], dict[str, Any]] = {}
+            for queue, name, data in snap[field]:
+                labels = (queues(queue), names(name))
+                histograms[labels] = _merge_histogram(histograms.get(labels), data)
+            snap[field] = [[q, n, h] for (q, n), h in histograms.items()]
+        return snap
 
     def collect(self) -> Iterator[Metric]:
         """The metrics, computed at scrape time."""
-        snap = merge(self._sources())
+        with self._lock:
+            snap = self._capped(merge(self._sources()))
         families = {outcome: CounterMetricFamily(name, doc, labels=["queue", "job_name", "reason"]
                                                  if outcome == "failed" else ["queue", "job_name"])
                     for outcome, (name, doc) in _OUTCOME_METRICS.items()}
@@ -120,6 +155,12 @@ class PgqueueCollector(Collector):
                                   "transient error and were tried again.", value=snap["transient_errors"])
         yield GaugeMetricFamily("pgqueue_acks_pending", "Acks of finished jobs not yet confirmed by the database.",
                                 value=snap["acks_pending"])
+        folded = CounterMetricFamily("pgqueue_metric_labels_folded", "Observations recorded under the label "
+                                     "value 'other' because that label already had its cap of distinct values "
+                                     "(queue: max_queues, job_name: max_job_names).", labels=["label"])
+        for label in ("queue", "job_name"):
+            folded.add_metric([label], snap["folded"].get(label, 0))
+        yield folded
         for key, name, doc in (("durations", "pgqueue_handler_duration_seconds", "How long handlers ran."),
                                ("latencies", "pgqueue_queue_latency_seconds",
                                 "First attempts: from dispatch (the job id's time) to the handler's start.")):
@@ -135,7 +176,7 @@ class PgqueueCollector(Collector):
         age = GaugeMetricFamily("pgqueue_queue_oldest_ready_age_seconds", "Age of the oldest ready job.",
                                 labels=["queue"])
         for queue, values in sorted(snap["depth"].items()):
-            for state in _STATES:
+            for state in DEPTH_STATES:
                 depth.add_metric([queue, state], values[state])
             age.add_metric([queue], values["oldest_ready_age"])
         yield depth
@@ -154,11 +195,14 @@ def snapshot_of(recorder: Recorder) -> Snapshot:
     return recorder.snapshot()
 
 
-def serve(port: int, sources: Callable[[], Sequence[Snapshot]], *, addr: str = "0.0.0.0") -> Any:
+def serve(port: int, sources: Callable[[], Sequence[Snapshot]], *, addr: str = DEFAULT_HOST,
+          max_queues: int = MAX_QUEUES, max_job_names: int = MAX_JOB_NAMES) -> Any:
     """Serve ``/metrics`` (Prometheus text) on ``addr:port`` from a daemon thread; returns the server
-    (``server.shutdown()`` stops it). A port in use raises OSError."""
+    (``server.shutdown()`` stops it). ``addr`` defaults to loopback (:data:`DEFAULT_HOST`); an IPv6
+    address works too. ``max_queues`` / ``max_job_names``: the label caps of the sum (see
+    :class:`PgqueueCollector`). A port in use, or an address this host does not have, raises OSError."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(PgqueueCollector(sources))
+    registry.register(PgqueueCollector(sources, max_queues=max_queues, max_job_names=max_job_names))
     server, _thread = start_http_server(port, addr=addr, registry=registry)
     return server
 

@@ -486,6 +486,14 @@ class Store:
             refused = await acked.fetchall()
         return [job_id for job_id, marked in marks if marked], [row[0] for row in refused]
 
+    async def cancelled(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
+        """Of the reservations ``(ids, tokens)``, the ids whose job the database recorded as cancelled
+        (``pgqueue.cancelled``: the reservation is gone and the job's latest failure is a cancellation)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("cancelled"), (ids, tokens))
+            rows = await cur.fetchall()
+        return [job_id for job_id, cancelled in rows if cancelled]
+
     async def release(self, job_id: uuid.UUID, token: int, delay: float, duration: float | None = None,
                       wait: float | None = None) -> bool:
         """Put a reserved job back, available after ``delay`` seconds; False if the fence refused.

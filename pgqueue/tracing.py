@@ -10,6 +10,11 @@ queue, ``messaging.message.id`` = the job id, ``messaging.operation.type``) plus
 ``messaging.pgqueue.attempt`` and ``messaging.pgqueue.job_name``. A failed attempt records its
 exception and an ERROR status.
 
+No attribute grows with what a handler or a producer sends: the queue is a valid queue name (at
+most 200 characters), the job name one registered in the worker (a consumer span starts only once
+the name was found), and a recorded exception keeps at most :data:`MAX_MESSAGE` characters of its
+message and :data:`MAX_STACKTRACE` of its stack trace (head and tail, saying how much was cut).
+
 Without the package, or with no tracer provider configured, every function here returns at
 once: no span, no envelope field, nothing per job beyond one check.
 """
@@ -17,6 +22,7 @@ once: no span, no envelope field, nothing per job beyond one check.
 from __future__ import annotations
 
 import contextlib
+import traceback
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +40,21 @@ else:
 __all__ = ["AVAILABLE", "active", "consumer_span", "producer_carrier", "record_failure"]
 
 SYSTEM = "pgqueue"
+
+#: The most characters of a failed attempt's exception message kept in its span event.
+MAX_MESSAGE = 4096
+#: The most characters of its stack trace kept in its span event.
+MAX_STACKTRACE = 16384
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail around a note of how
+    many characters were cut (the result has at most ``limit`` characters plus that note)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}"
 
 
 def active() -> bool:
@@ -87,6 +108,9 @@ def record_failure(error: BaseException, outcome: str) -> None:
     if not active():
         return
     span = trace.get_current_span()
-    span.record_exception(error)
-    span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500])
+    # Our bounded message and trace replace the full ones the SDK would put in the event.
+    message = bounded(str(error), MAX_MESSAGE)
+    stacktrace = bounded("".join(traceback.format_exception(error)), MAX_STACKTRACE)
+    span.record_exception(error, attributes={"exception.message": message, "exception.stacktrace": stacktrace})
+    span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {message}"[:500])
     span.set_attribute("messaging.pgqueue.outcome", outcome)

@@ -70,6 +70,10 @@ async def test_cancelling_a_running_job_stops_its_handler_at_once_and_fences_the
     task = asyncio.create_task(worker.run())
     try:
         await finish(started.wait(), "the handler to start")
+        # A NOTIFY sent before the worker LISTENs is not delivered (the heartbeat would catch it, but
+        # it is off here): on a loaded machine the first reservation can beat the LISTEN connection.
+        assert worker.notifier is not None
+        await finish(worker.notifier.connected.wait(), "the worker to LISTEN")
         assert await client.cancel(job_id) == "cancelled_running"
         await finish(stopped.wait(), "the cancelled handler to be stopped", within=5)
         await wait_until(lambda: worker.stats.cancelled == 1, "the worker to count the cancellation")
@@ -104,6 +108,8 @@ async def test_a_cancelled_sync_handler_sees_context_cancelled(client: Client, d
     task = asyncio.create_task(worker.run())
     try:
         assert await finish(asyncio.to_thread(SYNC_STATE["started"].wait, 30), "the sync handler to start")
+        assert worker.notifier is not None
+        await finish(worker.notifier.connected.wait(), "the worker to LISTEN")
         assert await client.cancel(job_id) == "cancelled_running"
         await wait_until(lambda: SYNC_STATE["saw"] is not None, "the sync handler to return")
     finally:

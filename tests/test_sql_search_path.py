@@ -280,6 +280,9 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         prefetch = scalar(conn, "select to_regprocedure('pgqueue.mark_started(uuid[], bigint[])') is not null")
         if prefetch:
             call("select pgqueue.mark_started(%s::uuid[], %s::bigint[])", (ids, tokens))
+        if scalar(conn, "select to_regprocedure('pgqueue.cancelled(uuid[], bigint[])') is not null"):
+            # Revision 0008: a worker checks a cancel notification (a stale token, an unknown job).
+            call("select * from pgqueue.cancelled(%s::uuid[], %s::bigint[])", ([ids[0], uuid.uuid4()], [0, 1]))
         call("select pgqueue.release(%s, %s, 0)", (ids[0], tokens[0]))
         call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", (ids[1:2], tokens[1:2]))
         call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[2], tokens[2]))

@@ -192,10 +192,22 @@ def queue_work(
         "--metrics-port", min=0, max=65535, envvar="PGQUEUE_METRICS_PORT", show_envvar=True,
         help="Serve Prometheus metrics on this port (http://HOST:PORT/metrics; with --processes, one endpoint "
              "for all). Needs pip install 'pgqueue-py[metrics]'.")] = None,
+    metrics_host: Annotated[str, typer.Option(
+        "--metrics-host", metavar="HOST", envvar="PGQUEUE_METRICS_HOST", show_envvar=True,
+        help="With --metrics-port: the address to serve on (0.0.0.0 or :: for every interface: put a "
+             "firewall or a proxy in front).")] = "127.0.0.1",
     metrics_interval: Annotated[float, typer.Option(
         "--metrics-interval",
         help="With --metrics-port: how often one worker of the database samples the queue depths, in seconds "
              "(0: never).")] = 15.0,
+    metrics_max_queues: Annotated[int, typer.Option(
+        "--metrics-max-queues", min=1, metavar="N",
+        help="With --metrics-port: at most N queues get their own label value per metric; the rest are "
+             "counted under queue=\"other\".")] = 200,
+    metrics_max_job_names: Annotated[int, typer.Option(
+        "--metrics-max-job-names", min=1, metavar="N",
+        help="With --metrics-port: at most N job names get their own label value per metric; the rest are "
+             "counted under job_name=\"other\" (names not registered here: \"unregistered\").")] = 500,
     log_format: Annotated[str, typer.Option(
         "--log-format", metavar="text|json", envvar="PGQUEUE_LOG_FORMAT", show_envvar=True,
         help="text, or json: one JSON object per line, a job's id, name, queue, attempt and token as "
@@ -222,8 +234,12 @@ def queue_work(
     if not 0 <= metrics_interval < math.inf:
         fail(f"--metrics-interval must be >= 0 seconds (0: no queue depth sampling), got {metrics_interval:g}",
              EXIT_CONFIG)
+    metrics = observe.MetricsOptions(metrics_port, metrics_host.strip(), metrics_max_queues, metrics_max_job_names)
     if metrics_port is not None:
         observe.metrics_module()  # the extra is missing: say so before anything starts
+        if not metrics.host:
+            fail("--metrics-host must be an address or a host name (127.0.0.1, ::1, 0.0.0.0, ...), got "
+                 f"{metrics_host!r}", EXIT_CONFIG)
     for value, what in ((timeout, "--timeout"), (lease, "--lease"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
             fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
@@ -245,7 +261,7 @@ def queue_work(
     if processes > 1:  # checked above in one process, so a configuration error is reported once
         command = supervisor.worker_command(sys.argv[1:])
         code = asyncio.run(observe.supervise(
-            lambda extra: supervisor.Supervisor(command, processes, env=dict(os.environ, **extra)).run(), metrics_port))
+            lambda extra: supervisor.Supervisor(command, processes, env=dict(os.environ, **extra)).run(), metrics))
         raise typer.Exit(code)
     supervisor.follow_supervisor()
     asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
@@ -255,13 +271,13 @@ def queue_work(
                            history_retention=history_hours * 3600,
                            keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600,
                            metrics_interval=metrics_interval),
-                      metrics_port))
+                      metrics))
 
 
 async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
                 max_jobs: int | None, modules: list[str], options: dict[str, float | bool | int | None],
-                metrics_port: int | None = None) -> None:
-    async with found.client() as client, observe.worker_metrics(metrics_port) as recorder:
+                metrics: observe.MetricsOptions | None = None) -> None:
+    async with found.client() as client, observe.worker_metrics(metrics or observe.MetricsOptions()) as recorder:
         worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency,
                                      instruments=recorder, **options)
         worker.install_signal_handlers()

@@ -1,6 +1,8 @@
 """``queue:work --metrics-port``: the Prometheus endpoint of a worker, or of a supervisor for all its workers.
 
-The ``metrics`` extra (prometheus_client) is imported only when metrics are asked for.
+The ``metrics`` extra (prometheus_client) is imported only when metrics are asked for. The endpoint
+binds ``--metrics-host`` (default 127.0.0.1: loopback only); label values are capped at
+``--metrics-max-queues`` queues and ``--metrics-max-job-names`` job names (the rest: ``other``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -20,6 +23,16 @@ from pgqueue_cli.runtime import EXIT_CONFIG, fail
 METRICS_DIR_ENV = "PGQUEUE_METRICS_DIR"
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    """``queue:work``'s metrics options: where to serve (``port`` None: nowhere) and the label caps."""
+
+    port: int | None = None
+    host: str = "127.0.0.1"
+    max_queues: int = 200
+    max_job_names: int = 500
 
 
 def metrics_module() -> ModuleType:
@@ -32,24 +45,27 @@ def metrics_module() -> ModuleType:
     return pgqueue.metrics
 
 
-def serve(metrics: ModuleType, port: int, sources: Callable[[], Any]) -> Any:
-    """Start the endpoint; a port in use is a configuration error that says so."""
+def serve(metrics: ModuleType, options: MetricsOptions, sources: Callable[[], Any]) -> Any:
+    """Start the endpoint; a port in use or a host this machine does not have is a configuration
+    error that says so."""
     try:
-        return metrics.serve(port, sources)
+        return metrics.serve(options.port or 0, sources, addr=options.host, max_queues=options.max_queues,
+                             max_job_names=options.max_job_names)
     except OSError as exc:
-        fail(f"--metrics-port {port}: cannot serve metrics there ({exc.strerror or exc})", EXIT_CONFIG)
+        fail(f"--metrics-host {options.host} --metrics-port {options.port}: cannot serve metrics there "
+             f"({exc.strerror or exc}); no worker was started", EXIT_CONFIG)
 
 
 @contextlib.asynccontextmanager
-async def worker_metrics(port: int | None) -> AsyncIterator[Any]:
+async def worker_metrics(options: MetricsOptions) -> AsyncIterator[Any]:
     """The Recorder of a worker with metrics (None without): in a process the supervisor started it
-    writes snapshots to the supervisor's directory; otherwise it serves ``/metrics`` on ``port``."""
+    writes snapshots to the supervisor's directory; otherwise it serves ``/metrics`` on the host and port."""
     directory = os.environ.get(METRICS_DIR_ENV)
-    if port is None and directory is None:
+    if options.port is None and directory is None:
         yield None
         return
     metrics = metrics_module()
-    recorder = metrics.Recorder()
+    recorder = metrics.Recorder(max_queues=options.max_queues, max_job_names=options.max_job_names)
     if directory is not None:
         writer = metrics.SnapshotWriter(directory, recorder)
         task = asyncio.create_task(writer.run(), name="pgqueue-metrics-writer")
@@ -60,22 +76,22 @@ async def worker_metrics(port: int | None) -> AsyncIterator[Any]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         return
-    server = serve(metrics, port or 0, lambda: [metrics.snapshot_of(recorder)])
+    server = serve(metrics, options, lambda: [metrics.snapshot_of(recorder)])
     try:
         yield recorder
     finally:
         server.shutdown()
 
 
-async def supervise(run: Callable[[dict[str, str]], Awaitable[T]], port: int | None) -> T:
-    """Run the supervisor (``run(extra_env)``); with ``port``, serve one endpoint for all its
+async def supervise(run: Callable[[dict[str, str]], Awaitable[T]], options: MetricsOptions) -> T:
+    """Run the supervisor (``run(extra_env)``); with a port, serve one endpoint for all its
     workers from a temporary directory of their snapshots, removed afterwards."""
-    if port is None:
+    if options.port is None:
         return await run({})
     metrics = metrics_module()
     directory = tempfile.mkdtemp(prefix="pgqueue-metrics-")
     try:
-        server = serve(metrics, port, lambda: metrics.directory_snapshots(directory))
+        server = serve(metrics, options, lambda: metrics.directory_snapshots(directory))
         try:
             return await run({METRICS_DIR_ENV: directory})
         finally:

@@ -28,12 +28,15 @@ FILES = {
         "8f2eea824405329e2c5d6f3cc806e41101a4131cea1c28f31946cf0f47fc5c03",
     "revisions/0008/functions/release_interrupted.sql":
         "9ba25f320eb4da9cc927c5607915997cfa3a36f8fdae80a2cf8f985629c86da0",
+    # A cancel notification is checked with the database before a worker acts on it (item 8).
+    "revisions/0008/functions/cancelled.sql":
+        "b3a5090165bc5a53587d6c612f528338d6fee7dafee41e96ebf37d1a45f0e42a",
 }
 
 # The downgrade to 0007: drop what 0008 added, then the frozen copies of what it replaced.
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
-        "98c80c43a21d1108dd45b69caa8a93d514d604f0ff25a79dfbea65f6b2c74ea0",
+        "11cdf2aab26bc6698884aeb4a5e0849b037758a750201de519d40b90ad208646",
     # Issue 24, item 4.
     "revisions/0005/functions/record_outcomes.sql":
         "be54d76a471f5f43dbd7bb3d8bd1f79387bda5a23cd4eabbe0ba9e7746889558",

@@ -19,7 +19,7 @@ import psycopg
 
 from pgqueue.storage import is_transient
 from pgqueue.store import queue_stats_on, try_vacuum_lock
-from pgqueue.worker.instruments import Recorder
+from pgqueue.worker.instruments import DEPTH_STATES, OTHER, Recorder
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -70,11 +70,25 @@ class DepthSampler:
                     await conn.close()
 
     async def sample(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Count the queues once (on ``conn``) and keep the result."""
+        """Count the queues once (on ``conn``) and keep the result: the first ``max_queues`` queues
+        by name each on their own, the rest summed under :data:`~pgqueue.worker.instruments.OTHER`
+        (the oldest ready age: the greatest), so a database with any number of queues exports at
+        most ``max_queues + 1``."""
+        cap = self._recorder.max_queues
         depth: dict[str, dict[str, float]] = {}
-        for row in await queue_stats_on(conn):
-            depth[row.queue] = {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
-                                "expired": row.expired, "failed": row.failed,
-                                "oldest_ready_age": row.oldest_ready_age or 0.0}
+        rest: dict[str, float] | None = None
+        for row in sorted(await queue_stats_on(conn), key=lambda r: r.queue):
+            values = {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
+                      "expired": row.expired, "failed": row.failed, "oldest_ready_age": row.oldest_ready_age or 0.0}
+            if len(depth) < cap and row.queue != OTHER:
+                depth[row.queue] = values
+            elif rest is None:
+                rest = values
+            else:
+                for state in DEPTH_STATES:
+                    rest[state] += values[state]
+                rest["oldest_ready_age"] = max(rest["oldest_ready_age"], values["oldest_ready_age"])
+        if rest is not None:
+            depth[OTHER] = rest
         self._recorder.sampled(depth)
         self.samples += 1

@@ -84,7 +84,7 @@ class Fetcher:
     many more jobs than the slots that freed, so the per-reservation cost (round trip,
     commit, plpgsql) is spread over them. Buffered jobs are leased: the heartbeat renews
     them, one whose lease is about to end (``lease_margin``) or was lost is not started, a
-    cancelled one (``pgqueue_cancel``) is dropped, and on stop the buffer is handed back
+    cancelled one (``pgqueue_cancel``, confirmed by the database) is dropped, and on stop the buffer is handed back
     unstarted (``pgqueue.release_unstarted``: the attempt does not count).
 
     With ``prefetch = 0`` it reserves exactly the free slots, and after a full batch it waits
@@ -143,16 +143,10 @@ class Fetcher:
         self._wakeup.set()
         self._slot_free.set()
 
-    def cancel(self, payload: str) -> None:
-        """A ``pgqueue_cancel`` notification: a buffered job of that id is dropped, never started."""
-        try:
-            job_id = uuid.UUID(payload)
-        except ValueError:
-            return
-        item = self._buffered.get(job_id)
-        if item is not None and item._lease_lost():
-            logger.warning("pgqueue: job %s was cancelled while waiting in the prefetch buffer; it is not run",
-                           job_id)
+    def buffered_job(self, job_id: uuid.UUID) -> Prefetched | None:
+        """The job of that id waiting in the buffer, if any (a confirmed cancellation drops it:
+        see :class:`pgqueue.worker.cancellation.Cancellations`)."""
+        return self._buffered.get(job_id)
 
     async def run(self, stop_when_empty: bool, max_jobs: int | None) -> None:
         """Reserve and start executions until stopped (or empty / ``max_jobs`` reservations);

@@ -5,6 +5,12 @@ started, a job's outcome, a lease lost, a transient database error). The default
 :class:`Recorder` keeps plain counters and histogram buckets in memory — a dict lookup and an
 integer add per call, no lock (one event loop) and no third-party code on the hot path — which
 ``pgqueue.metrics`` turns into Prometheus metrics when scraped.
+
+Label values are bounded, because producers choose queue and job names: a job name this process
+has not registered is recorded as :data:`UNREGISTERED` (it ran nothing; its name is in
+``pgqueue.failed_jobs``), and past ``max_queues`` queues or ``max_job_names`` job names (:class:`LabelCap`)
+further values are recorded as :data:`OTHER`. So neither the memory of a worker nor the series
+of a scrape grow with what producers send.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import uuid
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from pgqueue.errors import QueueConfigurationError
+from pgqueue.jobs import lookup
 
 #: Outcomes of an execution, as counted by :meth:`Instruments.outcome`.
 OUTCOMES = ("succeeded", "retried", "snoozed", "failed", "cancelled", "lost")
@@ -26,6 +35,53 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
                                       60.0, 300.0, 900.0, 3600.0)
 #: Reservation batch size buckets (jobs).
 BATCH_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+#: The states of a queue's depth, as the ``pgqueue.queue_stats`` view counts them.
+DEPTH_STATES = ("ready", "delayed", "reserved", "expired", "failed")
+
+#: The label value that stands for every value past a label's cap (see :class:`LabelCap`).
+OTHER = "other"
+#: The ``job_name`` of a job whose name no job class of this process is registered under.
+UNREGISTERED = "unregistered"
+#: The ``job_name`` of a job whose envelope could not be decoded.
+UNDECODABLE = "?"
+#: Default caps: distinct ``queue`` and ``job_name`` label values per metric (the rest: :data:`OTHER`).
+MAX_QUEUES = 200
+MAX_JOB_NAMES = 500
+
+
+def check_cap(value: object, what: str) -> int:
+    """A label cap as given (an integer >= 1); :class:`~pgqueue.QueueConfigurationError` naming
+    ``what`` and the value otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise QueueConfigurationError(f"{what} must be an integer >= 1 (how many distinct label values get "
+                                      f"their own series; the rest are recorded as {OTHER!r}), got {value!r}")
+    return value
+
+
+class LabelCap:
+    """At most ``limit`` distinct values of one label, the first ones seen; any later value maps
+    to :data:`OTHER` (which never counts against the cap). A value kept stays kept, so its series
+    never moves."""
+
+    __slots__ = ("folded", "kept", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept: set[str] = set()
+        #: Observations recorded as :data:`OTHER` because the cap was reached.
+        self.folded = 0
+
+    def __call__(self, value: str) -> str:
+        """The label value to record ``value`` under."""
+        kept = self.kept
+        if value in kept or value == OTHER:
+            return value
+        if len(kept) < self.limit:
+            kept.add(value)
+            return value
+        self.folded += 1
+        return OTHER
 
 
 class Instruments:
@@ -82,17 +138,34 @@ def _uuid7_seconds(job_id: uuid.UUID) -> float:
 class Recorder(Instruments):
     """Counts what a worker did, per queue and job name, in memory; :meth:`snapshot` reads it.
 
+    At most ``max_queues`` queues and ``max_job_names`` job names get their own label values (the
+    first seen; later ones are recorded as :data:`OTHER`), and a job name no job class of this
+    process is registered under is recorded as :data:`UNREGISTERED`, so producers cannot make
+    the worker's memory or the metrics grow. The queue depth sample is capped at ``max_queues``
+    queues too (see :class:`pgqueue.worker.depth.DepthSampler`).
+
     Queue latency is observed for a job's first attempt: from its dispatch (the time in its
     UUIDv7 id, the producer's clock) to its start (this worker's clock) — minus nothing for a
     delay given at dispatch, so a delayed job's latency includes its delay. Retries are not
     observed (their due time is not known to the worker).
     """
 
-    __slots__ = ("_clock", "acks_pending", "batch_sizes", "counters", "depth", "depth_sampled_at", "durations",
-                 "latencies", "leases_lost", "transient_errors")
+    __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
+                 "depth_sampled_at", "durations", "job_names", "latencies", "leases_lost", "max_job_names",
+                 "max_queues", "queues", "transient_errors")
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
+                 max_job_names: int = MAX_JOB_NAMES) -> None:
         self._clock = clock
+        #: The caps on distinct ``queue`` and ``job_name`` label values (the rest: :data:`OTHER`);
+        #: the queue cap bounds the sampled queue depths too.
+        self.max_queues = check_cap(max_queues, "max_queues")
+        self.max_job_names = check_cap(max_job_names, "max_job_names")
+        self.queues = LabelCap(self.max_queues)
+        self.job_names = LabelCap(self.max_job_names)
+        # The hot path's test: values already kept are recorded as they are, without a call.
+        self._kept_queues = self.queues.kept
+        self._kept_names = self.job_names.kept
         #: (metric, queue, name, reason) -> count; metric is "reserved" or an outcome.
         self.counters: dict[tuple[str, str, str, str], int] = {}
         self.durations: dict[tuple[str, str], Histogram] = {}
@@ -109,7 +182,15 @@ class Recorder(Instruments):
     def batch(self, size: int) -> None:
         self.batch_sizes.observe(size)
 
+    def labels(self, queue: str, name: str) -> tuple[str, str]:
+        """The ``queue`` and ``job_name`` label values to record a job of ``queue`` and ``name`` under."""
+        if name not in self.job_names.kept and name != UNDECODABLE and lookup(name) is None:
+            name = UNREGISTERED
+        return self.queues(queue), self.job_names(name)
+
     def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         key = ("reserved", queue, name, "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
@@ -120,11 +201,15 @@ class Recorder(Instruments):
             found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
 
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         key = (outcome, queue, name, reason or "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
 
     def ran(self, queue: str, name: str, seconds: float) -> None:
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
         found = self.durations.get((queue, name))
         if found is None:
             found = self.durations[queue, name] = Histogram(DURATION_BUCKETS)
@@ -154,4 +239,5 @@ class Recorder(Instruments):
             "acks_pending": self.acks_pending(),
             "depth": self.depth,
             "depth_sampled_at": self.depth_sampled_at,
+            "folded": {"queue": self.queues.folded, "job_name": self.job_names.folded},
         }

@@ -18,6 +18,12 @@ class Notifier:
     on channel ``pgqueue_delayed`` (a delayed job was enqueued) it calls ``rescheduled``; on
     channel ``pgqueue_cancel`` (a reserved job was cancelled) it calls ``cancelled`` with the job id.
 
+    Every notification is a hint, never an authority: any role that may connect can send one.
+    A wake-up makes the fetcher reserve (the reservation decides what, if anything, is granted:
+    pause, limits and due times included), a reschedule makes it read the next due time again,
+    and a cancel is checked with the database before anything is stopped
+    (:class:`pgqueue.worker.cancellation.Cancellations`).
+
     If the connection drops, it reconnects with backoff, LISTENs again and calls ``wake``
     once, so a job notified while it was away is picked up by a catch-up reservation.
     """

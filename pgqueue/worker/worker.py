@@ -61,7 +61,7 @@ class WorkerStats:
     lost: int = 0
     #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
     vacuums: int = 0
-    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``).
+    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``, confirmed by the database).
     cancelled: int = 0
     #: Attempts the worker itself interrupted (a forced stop: drain timeout passed, second signal),
     #: handed back with their try (``pgqueue.release_interrupted``) to run again on the next worker.
@@ -85,7 +85,9 @@ class Worker:
         scope: ``scope(context)`` returns an async context manager entered around each
             execution, for per-job resources (a database session, a tracing span, ...).
         ack_flush_interval / ack_batch_size: the completer's batching.
-        listen: LISTEN for notifications (False: poll every ``poll_interval``).
+        listen: LISTEN for notifications (False: poll every ``poll_interval``). A notification is a
+            hint: a wake-up makes the worker reserve (the reservation decides), a cancel stops a
+            handler only once ``pgqueue.cancelled`` confirms it (see ``cancellation.py``).
         listen_dsn: where to LISTEN (default: the connection's listen_dsn, else its dsn).
         prefetch: jobs reserved beyond the free slots into a local buffer, so one reservation
             (one round trip, one commit) serves many more jobs than the slots that freed
@@ -235,8 +237,9 @@ class Worker:
             if sample_every:
                 self.depth_sampler = DepthSampler(direct or config.dsn or dsn, self.instruments,
                                                   interval=sample_every)
-        #: The running handlers by job id, for cancellations (``pgqueue.cancel``).
-        self.cancellations = Cancellations()
+        #: The running handlers by job id, for cancellations (``pgqueue.cancel``), each checked
+        #: with the database before it stops anything.
+        self.cancellations = Cancellations(self.store)
         self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
                                  threads=threads if threads is not None else min(concurrency, 32),
@@ -248,6 +251,7 @@ class Worker:
                                lease=self.lease, concurrency=concurrency, poll_interval=self.poll_interval,
                                fetch_cooldown=float(fetch_cooldown), prefetch=self.prefetch,
                                heartbeat=self.heartbeat, instruments=self.instruments)
+        self.cancellations.buffered = self.fetcher.buffered_job
         #: Set while the worker sleeps with nothing to reserve (until notified, the next job
         #: is due or the poll interval ends); cleared when it wakes. For tests and health checks.
         self.idle = self.fetcher.idle
@@ -255,7 +259,7 @@ class Worker:
         #: is set while it listens.
         self.notifier: Notifier | None = (
             Notifier(self.listen_dsn, self.queues, self.fetcher.wake, self.fetcher.reschedule,
-                     self._cancelled) if listen else None
+                     self.cancellations.notified) if listen else None
         )
         self._stopping = False
 
@@ -263,11 +267,6 @@ class Worker:
     def wake(self) -> None:
         """Make the worker look for jobs now (called on NOTIFY)."""
         self.fetcher.wake()
-
-    def _cancelled(self, payload: str) -> None:
-        """A ``pgqueue_cancel`` notification: stop the handler of that job, or drop it from the buffer."""
-        self.cancellations.cancel(payload)
-        self.fetcher.cancel(payload)
 
     def _vacuumed(self) -> None:
         self.stats.vacuums += 1
@@ -326,8 +325,10 @@ class Worker:
             raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
         completer_task = asyncio.create_task(self.completer.run(), name="pgqueue-completer")
         notifier_task: asyncio.Task[None] | None = None
+        cancellations_task: asyncio.Task[None] | None = None
         if self.notifier is not None:
             notifier_task = asyncio.create_task(self.notifier.run(), name="pgqueue-notifier")
+            cancellations_task = asyncio.create_task(self.cancellations.run(), name="pgqueue-cancellations")
         maintenance_task: asyncio.Task[None] | None = None
         if self.maintenance is not None:
             maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
@@ -364,10 +365,11 @@ class Worker:
             # Threads still running a handler that ignored ``context.cancelled`` are left to
             # finish; nothing waits for them here.
             self.executor.shutdown()
-            if notifier_task is not None:
-                notifier_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await notifier_task
+            for listening in (notifier_task, cancellations_task):
+                if listening is not None:
+                    listening.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await listening
             await self.completer.wait_idle()
             completer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

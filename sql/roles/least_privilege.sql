@@ -3,7 +3,8 @@
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
 --                     heartbeat, fail, snooze, next_due, prune_history, schedule_sync, enqueue_tick (periodic
---                     jobs); LISTEN
+--                     jobs), cancelled (is a cancel notification real?); read queue_stats (the metrics' queue
+--                     depths); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -80,6 +81,8 @@ alter function pgqueue.reserve(text[], integer, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.mark_started(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.cancelled(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.ack(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.release(uuid, bigint, double precision)
@@ -143,6 +146,7 @@ grant execute on function
     pgqueue.reserve(text[], integer, double precision),
     pgqueue.reserve(text[], integer, double precision, integer),
     pgqueue.mark_started(uuid[], bigint[]),
+    pgqueue.cancelled(uuid[], bigint[]),
     pgqueue.ack(uuid[], bigint[]),
     pgqueue.release(uuid, bigint, double precision),
     pgqueue.release_unstarted(uuid[], bigint[]),
@@ -172,6 +176,8 @@ grant execute on function
     pgqueue.set_limits(text, integer, integer, double precision, integer)
 to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
+-- Per-queue counts only (no job data): a worker with metrics samples the queue depths from it.
+grant select on pgqueue.queue_stats to pgqueue_worker;
 -- Queue controls and schedules (names, settings and tick times: no job data).
 grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgqueue_operator;
 -- The history (counts and timings only; completed_jobs holds args: operators only).

@@ -16,10 +16,13 @@ from psycopg.types.json import Jsonb
 
 from pgqueue import Client
 from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.worker.depth import DepthSampler
+from pgqueue.worker.instruments import Recorder
 from tests.faults.fault_jobs import EchoJob, LedgerJob
 from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
 from tests.faults.ledger import check_ledger
 from tests.helpers import envelope
+from tests.sql_calls import enqueue, reserve
 
 ROLES_SQL = REPO / "sql" / "roles" / "least_privilege.sql"
 
@@ -215,6 +218,37 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
             await client.close()
         await fault_jobs.close_ledger()
         fault_jobs.use_ledger(None)
+
+
+def test_a_least_privilege_worker_confirms_a_cancel(dsn: str, roles: dict[str, str]) -> None:
+    """Revision 0008: the worker role checks a pgqueue_cancel notification with pgqueue.cancelled
+    before it stops a handler (a notification alone is no proof: anyone may send one)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue(conn, envelope())
+    w, o = roles["worker"], roles["operator"]
+    check = "select cancelled from pgqueue.cancelled(%s::uuid[], %s::bigint[])"
+    with psycopg.connect(w, autocommit=True) as conn:
+        [held] = reserve(conn, ["default"], 1)
+        pair = ([held["id"]], [held["token"]])
+        assert conn.execute(check.encode(), pair).fetchall() == [(False,)]  # not cancelled: nothing to stop
+        assert scalar_as(o, "select pgqueue.cancel(%s)", (held["id"],)) == "cancelled_running"
+        assert conn.execute(check.encode(), pair).fetchall() == [(True,)]
+    assert refused(roles["producer"], check, pair)
+
+
+async def test_a_least_privilege_worker_samples_queue_depths(dsn: str, roles: dict[str, str]) -> None:
+    """The worker role's metrics read pgqueue.queue_stats (before, its depth sampler logged
+    "permission denied for view queue_stats" every interval and exported no depth)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue(conn, envelope())
+        [held] = reserve(conn, ["default"], 1)
+        conn.execute(b"select pgqueue.cancel(%s)", (held["id"],))
+    w = roles["worker"]
+    recorder = Recorder()
+    async with await psycopg.AsyncConnection.connect(w, autocommit=True) as conn:
+        await DepthSampler(w, recorder, interval=1.0).sample(conn)
+    assert recorder.depth["default"]["failed"] == 1 and recorder.depth_sampled_at is not None
+    assert refused(w, "select * from pgqueue.failed_jobs")  # the counts, not the failures
 
 
 def test_least_privilege_script_without_createrole_says_what_to_do(owned_server: EmbeddedPostgres) -> None:
