@@ -8,6 +8,7 @@ wrong CSRF token, a foreign origin, read-only mode and missing credentials chang
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import sys
@@ -24,13 +25,14 @@ from starlette.routing import Mount
 
 from pgqueue import Client
 from pgqueue.dashboard import check_bind, create_app, is_local_host
+from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
-from tests.dashboard_support import SECRET, Seeded, SignUp, command_served, failure, seed
+from tests.dashboard_support import SECRET, Seeded, SetPassword, SignUp, command_served, failure, seed
 from tests.helpers import envelope
 from tests.sql_calls import ack, enqueue_many, fail, release, reserve, rows, scalar
 from tests.worker_support import settings_for
 
-__all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
+__all__ = ["SetPassword", "SignUp"]  # registered, so the dashboard knows their redact fields
 
 HttpClient = Callable[..., Any]
 
@@ -224,6 +226,34 @@ async def test_redacted_args_never_reach_the_page(opened: Client, seeded: Seeded
         assert "a@example.com" not in job  # masked for every job by redact=("to",)
 
 
+async def test_a_secret_is_masked_on_every_page_that_shows_its_job(dsn: str, opened: Client) -> None:
+    # Issue 24 item 11: the job page's "Failures of this job" and the failure page's earlier
+    # failures showed raw messages, and the unique key unique_by derives from a secret showed it.
+    job_id = await opened.dispatch(SetPassword(user="ann", password=SECRET))
+    # The key as the envelope (JSON, HTML-escaped) shows it.
+    shown_key = json.dumps(f'{SetPassword.name}:{{"password":"{MASK}"}}', ensure_ascii=False).replace('"', "&#34;")
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get(f"/jobs/{job_id}")).text
+        assert SECRET not in page and shown_key in page
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [held] = reserve(conn, ["accounts"], 1)
+        assert fail(conn, job_id, held["token"], message=f"login refused for password {SECRET}")
+        # The job queued again under its id, keeping that failure record (retry_failed would delete it).
+        conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries) select job_id, queue, envelope, 3"
+                     " from pgqueue.failed_jobs where job_id = %s", (job_id,))
+        [held] = reserve(conn, ["accounts"], 1)
+        # Lists show a message's first 300 characters: this one is cut in the middle of the secret.
+        assert fail(conn, job_id, held["token"], message="x" * 290 + SECRET, traceback=f"Boom: {SECRET}")
+        latest = scalar(conn, "select id from pgqueue.failed_jobs where job_id = %s order by failed_at desc "
+                              "limit 1", (job_id,))
+    async with http_client(create_app(opened)) as web:
+        for path in (f"/jobs/{job_id}", f"/failed/{latest}", "/failed", "/failed?queue=accounts"):
+            page = (await web.get(path)).text
+            assert "login refused for password" in page and "x" * 290 in page, path
+            assert SECRET not in page and SECRET[:10] not in page, path
+        assert shown_key in (await web.get(f"/failed/{latest}")).text
+
+
 async def test_the_dsn_password_is_never_shown(dsn: str, seeded: Seeded) -> None:
     # Trust authentication ignores the password: the page must still never print it.
     async with Client(settings=settings_for(dsn + " password=TopSecret-9")) as client, \
@@ -339,7 +369,7 @@ async def test_next_links_page_through_every_match_once(dsn: str, opened: Client
 
 def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
     from pgqueue import Job, JobContext, QueueConfigurationError, job
-    from pgqueue.dashboard.redact import MASK, Redactor
+    from pgqueue.redaction import MASK, Redactor
 
     with pytest.raises(QueueConfigurationError, match="redact must be a tuple of arg names"):
         class Wrong(Job, register=False):
@@ -358,6 +388,18 @@ def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
     assert redactor.text("card 4111-1111 token abc123 n 4242", secrets) == f"card {MASK} token {MASK} n {MASK}"
     assert redactor.args("unknown:job", {"card": "x"})[0] == {"card": "x"}
     assert charge.name == "tests.dashboard.charge"
+    # A value is found as typed and as JSON or repr() escape it; a list's cut end is masked too.
+    quoted = 'p"ä\\ss'
+    _, secrets = redactor.args("tests.dashboard.charge", {"card": quoted})
+    for spelled in (quoted, json.dumps(quoted)[1:-1], json.dumps(quoted, ensure_ascii=False)[1:-1],
+                    repr(quoted)[1:-1]):
+        assert redactor.text(f"args {spelled}!", secrets) == f"args {MASK}!", spelled
+    assert redactor.text("card 4111-11", ["4111-1111"], cut=True) == f"card {MASK}"
+    assert redactor.text("card 4111-11", ["4111-1111"]) == "card 4111-11"
+    # The unique key unique_by derives: the masked arg shows masked, whatever its length.
+    key = 'tests.dashboard.charge:{"amount":5,"card":"ab"}'
+    assert redactor.unique_key("tests.dashboard.charge", key) == key.replace('"ab"', f'"{MASK}"')
+    assert redactor.unique_key("tests.dashboard.charge", "mine:4111-1111", ["4111-1111"]) == f"mine:{MASK}"
 
 
 # ------------------------------------------------------------ queues, cancel, schedules

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from pgqueue import Client, QueueError
-from pgqueue.dashboard.redact import Redactor
 from pgqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token, origin_matches
+from pgqueue.redaction import Redactor
 from pgqueue.store import Store
 
 __all__ = ["Dashboard", "NavItem", "Options"]
@@ -88,6 +88,14 @@ class Dashboard:
         port = f":{parts['port']}" if parts.get("port") else ""
         user = f"{parts['user']}@" if parts.get("user") else ""
         return f"{user}{host}{port}/{parts.get('dbname') or ''}"
+
+    def masked_failures(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Failure rows (with ``name``, ``args``, ``message``, ``message_cut``) as a list shows them: each
+        message with the values its job declares secret masked, and no args."""
+        for row in rows:
+            _, secrets = self.redactor.args(row.get("name"), row.pop("args", None))
+            row["message"] = self.redactor.text(row["message"], secrets, cut=bool(row.get("message_cut")))
+        return rows
 
     # -------------------------------------------------------------- rendering
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

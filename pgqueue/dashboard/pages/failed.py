@@ -97,10 +97,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             # The scan stopped before the page filled: the next page continues the search.
             next_cursor = cursor(page.last[0], page.last[1])
             searched_only = True
-        for row in rows:
-            # The list shows no args, but a message may quote a masked one.
-            _, secrets = dash.redactor.args(row["name"], row.pop("args"))
-            row["message"] = dash.redactor.text(row["message"], secrets)
+        # The list shows no args, but a message may quote a masked one.
+        rows = dash.masked_failures(rows)
         return dash.render(
             request, "failed.html", page="failed", rows=rows, filters=filters, reasons=REASONS, reason=reason,
             problems=problems, next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
@@ -128,7 +126,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             args=envelope.get("args") if isinstance(envelope, dict) else None,
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
-            history=[h for h in history if h["id"] != row["id"]], live=live,
+            history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )
 

@@ -76,7 +76,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
         envelope, _ = dash.redactor.envelope(row["envelope"] if row else None)
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
-                           failures=failures)
+                           failures=dash.masked_failures(failures))
 
     async def cancel_one(request: Request) -> Response:
         async def run(form: FormData) -> str:
