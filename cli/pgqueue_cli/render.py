@@ -172,7 +172,8 @@ def failed_table(failures: Sequence[FailedJob]) -> str:
 
 
 def failed_detail(failure: FailedJob) -> str:
-    """One failure in full: its facts, args, envelope and traceback."""
+    """One failure in full: its facts, args, envelope and traceback (masked by the caller:
+    :meth:`pgqueue.redaction.Redactor.failure`)."""
     lines = [
         f"failure id:  {failure.id}",
         f"job id:      {failure.job_id}",
@@ -185,9 +186,9 @@ def failed_detail(failure: FailedJob) -> str:
         f"message:     {failure.message or '-'}",
         f"failed at:   {_stamp(failure.failed_at)}",
         "args:",
-        _indent(json.dumps(failure.args, indent=2, sort_keys=True, default=str)),
+        _indent(json.dumps(failure.args, indent=2, sort_keys=True, default=str, ensure_ascii=False)),
         "envelope:",
-        _indent(json.dumps(failure.envelope, indent=2, sort_keys=True, default=str)),
+        _indent(json.dumps(failure.envelope, indent=2, sort_keys=True, default=str, ensure_ascii=False)),
         "traceback:",
         _indent(failure.traceback.rstrip() if failure.traceback else "(none: decided before the handler ran)"),
         "",
