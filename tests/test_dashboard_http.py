@@ -48,8 +48,9 @@ async def opened(dsn: str) -> AsyncIterator[Client]:
         yield client
 
 
-def http_client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kwargs)
+def http_client(app: Any, base_url: str = "http://localhost", **kwargs: Any) -> httpx.AsyncClient:
+    # localhost: a host the dashboard answers for by default (not httpx's "testserver").
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url, **kwargs)
 
 
 def count(dsn: str, statement: str, *params: Any) -> Any:
@@ -133,7 +134,7 @@ async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Cl
     async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         done = await web.post(f"/failed/{target}/forget", data={"csrf": token, "next": "/failed?queue=emails"},
-                              headers={"origin": "http://testserver"})
+                              headers={"origin": "http://localhost"})
         assert done.status_code == 303
         assert done.headers["location"].startswith("/failed?queue=emails&msg=forgot")
     assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
@@ -199,6 +200,47 @@ async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Client, 
     assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
     assert count(dsn, "select count(*) from pgqueue.queues") == 0
     assert count(dsn, "select count(*) from pgqueue.jobs") == 6
+
+
+async def test_only_the_dashboards_own_hosts_are_served(dsn: str, opened: Client, seeded: Seeded) -> None:
+    # Issue 24 item 10 (DNS rebinding): with evil.example pointed at 127.0.0.1, a page of that site
+    # is same-origin with the dashboard; it read /queues (cookie and token) and paused a queue.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        evil = {"host": "evil.example:8080", "origin": "http://evil.example:8080"}
+        page = await web.get("/queues", headers=evil)
+        assert page.status_code == 400, page.text[:300]
+        assert "'evil.example:8080'" in page.text and "--allowed-host evil.example" in page.text
+        assert "pgqueue_csrf" not in page.headers.get("set-cookie", "") and 'name="csrf"' not in page.text
+        response = await web.post("/queues/pause", data={"csrf": token, "queue": "emails"}, headers=evil)
+        assert response.status_code == 400
+        for host in ("localhost:8080", "127.0.0.1", "127.0.0.1:8080", "[::1]:8080", "LocalHost", "localhost."):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 200, host
+        for host in ("evil.example", "localhost.evil.example", "127.0.0.1.nip.io", "[::1", "", "localhost:1:2"):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 400, host
+        assert (await web.get("/static/dashboard.css", headers=evil)).status_code == 400
+    assert count(dsn, "select count(*) from pgqueue.queues") == 0
+    # Mounted in an application served under its own names: those are the ones allowed.
+    app = create_app(opened, allowed_hosts=["queue.example.com", "*.ops.example.com"])
+    async with http_client(app, base_url="http://queue.example.com") as web:
+        assert (await web.get("/workers")).status_code == 200
+        assert (await web.get("/workers", headers={"host": "a.ops.example.com:443"})).status_code == 200
+        for host in ("ops.example.com", "localhost", "xops.example.com"):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 400, host
+    async with http_client(create_app(opened, allowed_hosts=["*"]), base_url="http://any.example") as web:
+        assert (await web.get("/workers")).status_code == 200
+    for bad in ("queue.example.com:8080", "http://queue.example.com", "", "a b", "*example.com"):
+        with pytest.raises(ValueError, match=r"allowed host .* is not a host name"):
+            create_app(opened, allowed_hosts=[bad])
+
+
+def test_the_command_answers_its_own_and_the_allowed_hosts(tmp_path: Path, dsn: str) -> None:
+    with command_served(dsn, "--allowed-host", "queue.example.com", cwd=tmp_path) as base:
+        for host, status in (("queue.example.com", 200), ("localhost:1234", 200), (base.removeprefix("http://"), 200),
+                             ("evil.example", 400)):
+            assert httpx.get(f"{base}/workers", headers={"host": host}, timeout=30).status_code == status, host
+    result = pgqueue("dashboard", "--allowed-host", "queue.example.com:443", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 2 and "--allowed-host: allowed host 'queue.example.com:443'" in result.stderr
 
 
 async def test_basic_auth_guards_every_request(opened: Client) -> None:
