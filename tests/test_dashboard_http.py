@@ -218,7 +218,8 @@ async def test_only_the_dashboards_own_hosts_are_served(dsn: str, opened: Client
             assert (await web.get("/workers", headers={"host": host})).status_code == 200, host
         for host in ("evil.example", "localhost.evil.example", "127.0.0.1.nip.io", "[::1", "", "localhost:1:2"):
             assert (await web.get("/workers", headers={"host": host})).status_code == 400, host
-        assert (await web.get("/static/dashboard.css", headers=evil)).status_code == 400
+        refused = await web.get("/static/dashboard.css", headers=evil)
+        assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
     assert count(dsn, "select count(*) from pgqueue.queues") == 0
     # Mounted in an application served under its own names: those are the ones allowed.
     app = create_app(opened, allowed_hosts=["queue.example.com", "*.ops.example.com"])
@@ -251,6 +252,10 @@ async def test_basic_auth_guards_every_request(opened: Client) -> None:
         for path in ("/", "/failed", "/static/dashboard.css", "/overview/counts"):
             response = await web.get(path)
             assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Basic"), path
+            # Issue 24: the 401 went out without the security headers every other response has.
+            assert response.headers["content-security-policy"].startswith("default-src 'self'"), path
+            assert response.headers["x-frame-options"] == "DENY" and response.headers["x-content-type-options"] == \
+                "nosniff", path
         assert (await web.get("/", headers={"authorization": bad})).status_code == 401
         assert (await web.get("/", headers={"authorization": "Bearer ops"})).status_code == 401
         assert (await web.get("/", headers={"authorization": "Basic !!!"})).status_code == 401

@@ -71,9 +71,11 @@ def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str]
         # The database is unreachable or not migrated: say so on the page instead of a bare 500.
         return PlainTextResponse(f"pgqueue dashboard: {exc}\n", status_code=503)
 
+    # Outermost first: every response, the refusals of the host check and of basic auth included,
+    # carries the security headers.
     middleware = [Middleware(SecurityHeaders), Middleware(AllowedHosts, hosts=hosts)]
     if auth is not None:
-        middleware.insert(0, Middleware(BasicAuth, user=auth[0], password=auth[1]))
+        middleware.append(Middleware(BasicAuth, user=auth[0], password=auth[1]))
     app = Starlette(debug=debug, routes=routes, middleware=middleware,
                     exception_handlers={QueueStorageError: storage_error})
     app.state.dashboard = dash
