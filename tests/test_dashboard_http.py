@@ -113,6 +113,23 @@ async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Clie
         assert response.status_code == 303 and response.headers["location"] == f"/jobs/{seeded.reserved}"
 
 
+async def test_the_reason_filter_offers_every_reason_the_table_accepts(dsn: str, opened: Client,
+                                                                       seeded: Seeded) -> None:
+    # Issue 24: reason=cancelled (what every cancel records) was refused as an unknown reason.
+    await opened.cancel(seeded.ready[0])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        constraint = scalar(conn, "select pg_get_constraintdef(oid) from pg_constraint where conrelid = "
+                                  "'pgqueue.failed_jobs'::regclass and contype = 'c' and "
+                                  "pg_get_constraintdef(oid) like '%%reason%%'")
+    accepted = set(re.findall(r"'([a-z_]+)'", constraint))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/failed?reason=cancelled")).text
+        offered = set(re.findall(r'<option value="([a-z_]+)"', page))
+        assert offered == accepted and "cancelled" in offered
+        assert "unknown reason" not in page and '<option value="cancelled" selected>' in page
+        assert re.findall(r'<span class="tag r-([a-z_]+)">', page) == ["cancelled"]
+
+
 async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Client, seeded: Seeded) -> None:
     target = seeded.failures[0]
     async with http_client(create_app(opened)) as web:
