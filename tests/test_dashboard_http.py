@@ -23,7 +23,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from pgqueue import Client
+from pgqueue import Client, QueueConfigurationError, format_rate, parse_rate
 from pgqueue.dashboard import check_bind, create_app, is_local_host
 from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
@@ -511,6 +511,29 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         # A queue with no jobs yet can be controlled ahead of its first dispatch.
         await post("/queues/pause", queue="later")
         assert control_row(dsn, "later") == (True, None, None, None)
+
+
+async def test_a_rate_the_form_shows_can_be_submitted_back(dsn: str, opened: Client, seeded: Seeded) -> None:
+    # Issue 24: a rate set from Python or SQL with a 2 s period showed as "5 per 2 s", which the
+    # same form then refused ("is not a rate"), so the row could not be saved without retyping it.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        for period, shown in ((2.0, "5/2s"), (90.0, "5/90s"), (0.5, "5/0.5s"), (120.0, "5/2min"),
+                              (7200.0, "5/2h"), (1.0, "5/s"), (3600.0, "5/h"), (31536000.0, "5/8760h")):
+            await opened.set_limits("reports", concurrency=4, rate_limit=5, rate_period=period)
+            page = (await web.get("/queues")).text
+            found = re.search(r'<input name="rate" value="([^"]*)"[^>]*aria-label="rate of reports"', page)
+            assert found is not None and found.group(1) == shown, (period, found and found.group(1))
+            response = await web.post("/queues/limits", data={"csrf": token, "next": "/queues", "queue": "reports",
+                                                              "concurrency": "4", "rate": found.group(1)})
+            assert "msg=" in response.headers["location"], response.headers["location"]
+            assert control_row(dsn, "reports") == (False, 4, 5, period)
+    for limit, period in ((1, 0.001), (7, 1.5), (3, 59.5), (2, 3599.0), (9, 86400.0), (100, 60.0)):
+        assert parse_rate(format_rate(limit, period)) == (limit, period), (limit, period)
+    assert parse_rate("30 / 1.5h") == (30, 5400.0)
+    for bad in ("5/0s", "5/0.0min", "5/-2s", "5/2", "5/2.s"):
+        with pytest.raises(QueueConfigurationError, match="is not a rate"):
+            parse_rate(bad)
 
 
 async def test_bad_limit_values_are_named_and_change_nothing(dsn: str, opened: Client, seeded: Seeded) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput
+from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput, format_rate
 
 #: The throughput windows ``queue:status`` shows, in minutes.
 WINDOWS = (1, 5, 15)
@@ -138,14 +138,9 @@ def limits(name: str, control: QueueControl | None) -> str:
     if control is not None and control.concurrency is not None:
         parts.append(f"concurrency {control.concurrency}")
     if control is not None and control.rate_limit is not None and control.rate_period is not None:
-        parts.append(f"rate {control.rate_limit}/{_period(control.rate_period)}, "
+        parts.append(f"rate {format_rate(control.rate_limit, control.rate_period)}, "
                      f"burst {control.rate_limit if control.burst is None else control.burst}")
     return f"limits of queue {name!r}: " + (", ".join(parts) if parts else "none")
-
-
-def _period(seconds: float) -> str:
-    named = {1.0: "s", 60.0: "min", 3600.0: "h"}
-    return named.get(seconds, f"{seconds:g}s")
 
 
 def _stamp(moment: datetime) -> str:
