@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 import httpx
 import psycopg
@@ -128,6 +129,30 @@ async def test_the_reason_filter_offers_every_reason_the_table_accepts(dsn: str,
         assert offered == accepted and "cancelled" in offered
         assert "unknown reason" not in page and '<option value="cancelled" selected>' in page
         assert re.findall(r'<span class="tag r-([a-z_]+)">', page) == ["cancelled"]
+
+
+async def test_a_nul_in_a_filter_is_named_and_the_page_still_renders(dsn: str, opened: Client,
+                                                                     seeded: Seeded) -> None:
+    # Issue 24: /failed?queue=a%00b answered 503 ("PostgreSQL text fields cannot contain NUL").
+    async with http_client(create_app(opened)) as web:
+        for path, label, value in (("/failed?queue=em%00ails&name=app:send_email", "queue", "em\\x00ails"),
+                                   ("/failed?name=app%00", "job name", "app\\x00"),
+                                   ("/failed?since=2026-01-01%00", "&#39;from&#39;", "2026-01-01\\x00"),
+                                   ("/jobs?queue=%00", "queue", "\\x00"), ("/jobs?name=x%00y", "job name", "x\\x00y")):
+            response = await web.get(path)
+            assert response.status_code == 200, (path, response.text[:300])
+            assert f"{label} &#39;{value}&#39; contains a NUL character" in response.text, path
+            assert "\x00" not in response.text, path
+        # The other filters still apply: the name filter above found the one send_email failure.
+        assert (await web.get("/failed?queue=em%00ails&name=app:send_email")).text.count("data-failure=") == 1
+        for path in ("/?queue=a%00", "/overview/throughput?queue=a%00"):
+            response = await web.get(path)
+            assert response.status_code == 200 and "No jobs finished in the last hour in queue a" in response.text
+            assert "\x00" not in response.text, path
+        token = csrf_of((await web.get("/failed")).text)
+        response = await web.post("/failed/flush", data={"csrf": token, "queue": "emails\x00"})
+        assert "err=" in response.headers["location"] and "NUL" in unquote_plus(response.headers["location"])
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
 
 
 async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Client, seeded: Seeded) -> None:

@@ -24,7 +24,7 @@ from pgqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, ne
 from pgqueue.redaction import Redactor
 from pgqueue.store import Store
 
-__all__ = ["Dashboard", "NavItem", "Options"]
+__all__ = ["Dashboard", "NavItem", "Options", "text_filters"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -137,6 +137,20 @@ class Dashboard:
         except QueueError as exc:
             return RedirectResponse(with_params(target, err=str(exc)), status_code=303)
         return RedirectResponse(with_params(target, msg=note), status_code=303)
+
+
+def text_filters(params: Any, labels: dict[str, str], problems: list[str]) -> dict[str, str]:
+    """The filters of a list from the query string, stripped; one holding a NUL character (which no
+    text in PostgreSQL holds, so it matches nothing) is named in ``problems`` and left empty."""
+    found = {}
+    for key, label in labels.items():
+        value = (params.get(key) or "").strip()
+        if "\x00" in value:
+            problems.append(f"{label} {value!r} contains a NUL character, which nothing stored can hold; "
+                            "that filter was ignored")
+            value = ""
+        found[key] = value
+    return found
 
 
 def url(request: Request, route: str, path: dict[str, Any] | None = None, /, **params: Any) -> str:

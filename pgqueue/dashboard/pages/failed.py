@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueError, QueueRetryError
-from pgqueue.dashboard.core import Dashboard, NavItem
+from pgqueue.dashboard.core import Dashboard, NavItem, text_filters
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
 
@@ -63,8 +63,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def listing(request: Request) -> Response:
         params = request.query_params
-        filters = {key: (params.get(key) or "").strip() for key in ("queue", "name", "reason", "since", "until")}
         problems: list[str] = []
+        filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
+                                        "until": "'to'"}, problems)
         since = until = after = None
         try:
             since = parse_moment(filters["since"])
@@ -183,6 +184,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         async def run(form: FormData) -> str:
             queue = form.get("queue")
             queue = queue.strip() if isinstance(queue, str) and queue.strip() else None
+            if queue is not None and "\x00" in queue:
+                raise QueueRetryError(f"queue {queue!r} contains a NUL character, which no queue name can hold; "
+                                      "nothing was flushed")
             repository = await dash.client.failed(dash.options.connection)
             removed = await repository.flush(queue)
             return f"flushed {removed:,} failures" + (f" of queue {queue!r}" if queue else " (every queue)")
