@@ -182,6 +182,30 @@ async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Cl
     assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
 
 
+async def test_the_page_shows_only_messages_the_server_left_for_this_browser(opened: Client,
+                                                                            seeded: Seeded) -> None:
+    # Issue 24: ?msg= (and ?err=) put anyone's text on the page, styled as the dashboard's own:
+    # a link to /queues?msg=Session+expired,+sign+in+at+evil.example showed that sentence.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        for query in ("msg=Sign+in+again+at+evil.example", "err=Sign+in+again+at+evil.example",
+                      "msg=Sign+in+again+at+evil.example&sig=" + "0" * 64):
+            page = (await web.get(f"/queues?{query}")).text
+            assert "evil.example" not in page and 'class="flash' not in page, query
+        response = await web.post("/queues/pause", data={"csrf": token, "queue": "emails", "next": "/queues"})
+        location = response.headers["location"]
+        assert location.startswith("/queues?msg=paused+queue") and "&sig=" in location
+        page = (await web.get(location)).text
+        assert '<p class="flash ok" role="status">paused queue &#39;emails&#39;' in page
+        # The signature is for that text and that kind only.
+        for forged in (location.replace("msg=paused", "msg=unpaused"), location.replace("msg=", "err=")):
+            assert 'class="flash' not in (await web.get(forged)).text, forged
+    # The same address in another browser (another CSRF cookie) shows nothing either.
+    async with http_client(create_app(opened)) as other:
+        await other.get("/queues")
+        assert 'class="flash' not in (await other.get(location)).text
+
+
 async def test_actions_change_the_database(dsn: str, opened: Client, seeded: Seeded) -> None:
     async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)

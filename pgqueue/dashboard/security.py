@@ -9,12 +9,16 @@
 - Every action is a POST carrying a CSRF token that must equal the ``pgqueue_csrf`` cookie
   (double submit; the cookie is SameSite=Strict), and a browser's ``Origin``, when sent, must be
   this server. A page on another site can neither read the token nor forge the post.
+- The message an action leaves for the page it returns to (``?msg=``, ``?err=``) is signed with
+  that browser's CSRF token (:func:`flash_signature`): a link made by anyone else puts no text
+  on the page.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import ipaddress
 import re
@@ -24,7 +28,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["CSRF_COOKIE", "CSRF_FIELD", "DEFAULT_ALLOWED_HOSTS", "AllowedHosts", "BasicAuth", "SecurityHeaders",
-           "allowed_host_problem", "check_bind", "csrf_matches", "host_name", "is_local_host", "origin_matches"]
+           "allowed_host_problem", "check_bind", "csrf_matches", "flash_matches", "flash_signature", "host_name",
+           "is_local_host", "origin_matches"]
 
 CSRF_COOKIE = "pgqueue_csrf"
 CSRF_FIELD = "csrf"
@@ -181,6 +186,19 @@ class BasicAuth:
             (b"content-length", str(len(body)).encode()),
         ]})
         await send({"type": "http.response.body", "body": body})
+
+
+def flash_signature(csrf: str, kind: str, text: str) -> str:
+    """The signature of an action's message (``kind`` "msg" or "err") for the browser whose CSRF token
+    is ``csrf``: only the server, which saw the token, can make it."""
+    return hmac.new(csrf.encode(), f"{kind}\x00{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def flash_matches(csrf: str | None, kind: str, text: str, signature: str | None) -> bool:
+    """Whether ``signature`` is this server's for ``text``, for this browser (compared in constant time)."""
+    if not csrf or not signature:
+        return False
+    return hmac.compare_digest(flash_signature(csrf, kind, text), signature)
 
 
 def new_csrf_token() -> str:
