@@ -1,4 +1,5 @@
-"""Jobs with secret args for the CLI's redaction tests (``--app tests.cli_secret_jobs``, in a CLI subprocess only)."""
+"""Jobs with secret args for the CLI's redaction tests (``--app tests.cli_secret_jobs``, in a CLI subprocess only:
+it declares a schedule, which a worker of the test process would register)."""
 
 from __future__ import annotations
 
