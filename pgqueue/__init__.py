@@ -11,7 +11,8 @@ The public API:
 - :class:`Backoff` — retry delays.
 - :class:`Client` — dispatch (``dispatch``, ``dispatch_many``), failed jobs, stats, workers; control
   (``cancel`` -> :data:`pgqueue.control.CancelOutcome`, ``pause``, ``resume``, ``set_limits``,
-  ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``);
+  ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``, :func:`format_rate`
+  writes it);
   :func:`default_client` / :func:`set_default_client` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await client.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
@@ -25,7 +26,7 @@ from pgqueue.backoff import Backoff
 from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set_default_client
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.context import JobContext, SyncJobContext
-from pgqueue.control import QueueControl, parse_rate
+from pgqueue.control import QueueControl, format_rate, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -77,6 +78,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "default_client",
+    "format_rate",
     "job",
     "load_settings",
     "parse_rate",

@@ -12,21 +12,33 @@ import re
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.store import CancelOutcome, QueueControl
 
-__all__ = ["CancelOutcome", "QueueControl", "parse_rate"]
+__all__ = ["CancelOutcome", "QueueControl", "format_rate", "parse_rate"]
 
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
             "h": 3600.0, "hour": 3600.0}
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*$")
 
 
 def parse_rate(text: str) -> tuple[int, float]:
-    """``"100/s"`` -> ``(100, 1.0)``: reservations and the period in seconds (``/s``, ``/min``, ``/h``)."""
+    """``"100/s"`` -> ``(100, 1.0)``: reservations and the period in seconds (``/s``, ``/min``, ``/h``,
+    or a number of them: ``"5/2s"`` -> ``(5, 2.0)``, ``"30/1.5h"`` -> ``(30, 5400.0)``)."""
     match = _RATE.match(text.lower())
-    if match is None or match.group(2) not in _PERIODS or int(match.group(1)) < 1:
+    count = float(match.group(2) or 1) if match is not None else 0.0
+    if match is None or match.group(3) not in _PERIODS or int(match.group(1)) < 1 or not count > 0:
         raise QueueConfigurationError(
             f"rate {text!r} is not a rate: write a whole number of at least 1 per period, e.g. 100/s, 20/min "
             "or 500/h; the limits were not changed")
-    return int(match.group(1)), _PERIODS[match.group(2)]
+    return int(match.group(1)), count * _PERIODS[match.group(3)]
+
+
+def format_rate(limit: int, period: float) -> str:
+    """A rate as :func:`parse_rate` reads it back: ``(100, 1.0)`` -> ``"100/s"``, ``(5, 7200.0)`` -> ``"5/2h"``,
+    ``(5, 90.0)`` -> ``"5/90s"``."""
+    for unit, size in (("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        count = period / size
+        if count >= 1 and count.is_integer():
+            return f"{limit}/{unit}" if count == 1 else f"{limit}/{int(count)}{unit}"
+    return f"{limit}/{period!r}s"  # a fraction of a second: repr() is the shortest text that reads back
 
 
 def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None,

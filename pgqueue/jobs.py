@@ -119,9 +119,10 @@ class Job:
     Field values must be JSON: they are stored as the job's args, checked against the fields'
     annotations at dispatch and again when a worker builds the job (:meth:`from_args`).
 
-    ``redact`` names args (at any depth of the JSON) that the dashboard masks, e.g.
-    ``redact = ("password", "card_number")``. The database still stores them as given:
-    redaction is about display, not storage.
+    ``redact`` names args (at any depth of the JSON) that pgqueue masks wherever it shows or
+    logs the job (the dashboard, ``queue:failed``, the worker's log lines; see
+    :mod:`pgqueue.redaction`), e.g. ``redact = ("password", "card_number")``. The database still
+    stores them as given: redaction is about display, not storage.
 
     A plain ``def handle`` (sync) runs in the worker's thread pool and receives a
     :class:`~pgqueue.context.SyncJobContext`.
@@ -301,7 +302,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
 
     A parameter named ``context`` receives the :class:`JobContext`; the others are the args,
     checked against the parameters' annotations (none: any JSON value).
-    ``redact`` names args the dashboard masks (see :class:`Job`).
+    ``redact`` names args pgqueue masks wherever it shows or logs the job (see :class:`Job`).
     A plain (sync) function runs in the worker's thread pool and its ``context`` is a
     :class:`~pgqueue.context.SyncJobContext` (the same methods, blocking).
     """

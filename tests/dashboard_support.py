@@ -39,6 +39,21 @@ class SignUp(Job):
         raise NotImplementedError
 
 
+class SetPassword(Job):
+    """A unique job keyed by its secret arg: the key ``unique_by`` derives must show it masked."""
+
+    name = "tests.dashboard.set_password"
+    queue = "accounts"
+    redact = ("password",)
+    unique_by = ("password",)
+
+    user: str
+    password: str
+
+    async def handle(self, context: JobContext) -> None:
+        raise NotImplementedError
+
+
 class BlockUntilCancelled(Job):
     """Runs until cancelled: sets :data:`BLOCKING` ``started``, then ``cancelled`` when stopped."""
 

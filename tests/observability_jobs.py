@@ -39,3 +39,23 @@ class Broken(Job):
 
     async def handle(self, context: JobContext) -> None:
         raise ValueError("broken for good")
+
+
+#: The password :class:`Secretive` jobs carry; no log line may show it.
+SECRET = "hunter2-very-secret"
+
+
+class Secretive(Job):
+    """Raises an exception that quotes its secret arg: two tries, then failed_jobs."""
+
+    name = "obs:secretive"
+    queue = "obs_secret"
+    tries = 2
+    backoff = 0.0
+    redact = ("password",)
+
+    password: str
+    pin: int = 0
+
+    async def handle(self, context: JobContext) -> None:
+        raise PermissionError(f"login refused for password {self.password!r}")

@@ -21,7 +21,7 @@ CLI = ROOT / "cli" / "pgqueue_cli"
 
 # What the CLI (and any other client: the dashboard, user code) may import from pgqueue.
 PUBLIC_MODULES = {"pgqueue", "pgqueue.migrate", "pgqueue.embedded", "pgqueue.errors", "pgqueue.limits",
-                  "pgqueue.dashboard", "pgqueue.metrics", "pgqueue.tracing"}
+                  "pgqueue.dashboard", "pgqueue.metrics", "pgqueue.redaction", "pgqueue.tracing"}
 DASHBOARD = LIBRARY / "dashboard"
 # What the dashboard's web layer may import from pgqueue besides the public API: the typed store.
 DASHBOARD_ALLOWED = PUBLIC_MODULES | {"pgqueue.store"}

@@ -11,10 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from pgqueue.redaction import MASK
 from tests.cli_support import cli_env, command, enqueue, one_error_line, pgqueue, pgqueue_all, record_failure
+from tests.helpers import envelope
+from tests.sql_calls import scalar
 
 Conn = psycopg.Connection[Any]
+
+# The jobs of tests/cli_secret_jobs.py, by name: that module declares a schedule, so only the CLI
+# subprocesses import it (in this process a worker would register its schedule).
+SECRET = "hunter2-very-secret"
+SIGN_IN, NIGHTLY_LOGIN = "cli_secret:sign_in", "cli_secret:nightly_login"
 
 COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forget", "queue:flush",
             "queue:prune-failed", "queue:clear", "queue:cancel", "queue:pause", "queue:resume", "queue:limit",
@@ -124,6 +133,47 @@ def test_failed_lists_shows_and_exports(dsn: str, conn: Conn, tmp_path: Path) ->
 
     as_json = json.loads(pgqueue("queue:failed", first, "--json", "--dsn", dsn, cwd=tmp_path).stdout)
     assert as_json["message"] == "smtp down" and as_json["reason"] == "exception"
+
+
+def test_failed_and_schedule_list_mask_what_a_job_declares_secret(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    # Issue 24 item 11: queue:failed printed the args, the unique key, the message and the
+    # traceback unmasked (the dashboard masked them), and schedule:list --json the schedule's args.
+    # The unique key SignIn.unique_by derives (Job.derived_unique_key).
+    key = f"{SIGN_IN}:" + json.dumps({"password": SECRET}, sort_keys=True, separators=(",", ":"))
+    env = {**envelope("accounts", name=SIGN_IN, args={"user": "ann", "password": SECRET}),
+           "unique_key": key, "unique_scope": "queued"}
+    failure_id = str(scalar(conn, "select pgqueue.record_failure(%s, 3, 'app.Refused', %s, %s, 'exception')",
+                            (Jsonb(env), f"login refused for {SECRET}", f"Traceback ...\napp.Refused: {SECRET}\n")))
+    # The job classes are known from [tool.pgqueue] app, or from --app.
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text('[tool.pgqueue]\napp = ["tests.cli_secret_jobs"]\n')
+    app = ("--app", "tests.cli_secret_jobs", "--dsn", dsn)
+    results = pgqueue_all(("queue:failed", "--dsn", dsn), ("queue:failed", "--json", "--dsn", dsn),
+                          ("queue:failed", failure_id, "--dsn", dsn),
+                          ("queue:failed", failure_id, "--json", "--dsn", dsn),
+                          ("schedule:list", "--json", "--dsn", dsn), cwd=project)
+    for result in results:
+        assert result.returncode == 0, result.stderr
+        assert SECRET not in result.stdout, result.args
+    with_app, by_option = pgqueue_all(("queue:failed", failure_id, "--json", *app),
+                                      ("queue:failed", failure_id, "--json", "--redact", "user", "--dsn", dsn),
+                                      cwd=elsewhere)
+    assert with_app.returncode == by_option.returncode == 0, with_app.stderr + by_option.stderr
+    table, listed, detail, exported, schedules = results
+    assert json.loads(with_app.stdout) == json.loads(exported.stdout)
+    assert f"Refused: login refused for {MASK}" in table.stdout
+    assert f'"password": "{MASK}"' in detail.stdout and '"user": "ann"' in detail.stdout
+    assert f'"unique_key": "{SIGN_IN}:{{\\"password\\":\\"{MASK}\\"}}"' in detail.stdout
+    shown = json.loads(exported.stdout)
+    assert shown == json.loads(listed.stdout)[0]
+    assert shown["args"] == {"user": "ann", "password": MASK} and SECRET not in shown["traceback"]
+    assert shown["envelope"]["unique_key"] == f'{SIGN_IN}:{{"password":"{MASK}"}}'
+    assert [s["args"] for s in json.loads(schedules.stdout) if s["name"] == NIGHTLY_LOGIN] == [
+        {"user": "ops", "password": MASK}]
+    # --redact masks a field of every job, whether or not its class is imported.
+    assert json.loads(by_option.stdout)["args"] == {"user": MASK, "password": SECRET}
 
 
 def test_failed_unknown_or_malformed_id(dsn: str, tmp_path: Path) -> None:

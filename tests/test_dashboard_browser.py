@@ -47,8 +47,11 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 
 __all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
 
+# evil.example resolves to 127.0.0.1 in this browser: what DNS rebinding does to a victim's browser.
+REBOUND = "evil.example"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"]
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +261,29 @@ def test_the_page_loads_nothing_from_other_hosts(dsn: str, page: Any) -> None:
         page.goto(server.url + "/", wait_until="load")
         assert page.evaluate("typeof window.htmx") == "object"
     assert requested and all(url.startswith(server.url) for url in requested), requested
+
+
+def test_a_name_rebound_to_the_dashboard_gets_no_page_and_changes_nothing(dsn: str, page: Any) -> None:
+    # Issue 24 item 10: a site whose name is made to resolve to 127.0.0.1 is same-origin with the
+    # dashboard for the browser; its script read /queues (cookie and CSRF token) and paused a queue.
+    seed(dsn)
+    with served(dsn) as server:
+        rebound = f"http://{REBOUND}:{server.port}"
+        response = page.goto(rebound + "/queues")
+        assert response is not None and response.status == 400
+        assert f"names host '{REBOUND}:{server.port}'" in page.content()
+        # The attacker's script, on that origin: nothing to read, and its post is refused.
+        statuses = page.evaluate("""async () => {
+            const read = await fetch('/queues');
+            const body = new URLSearchParams({queue: 'emails', csrf: 'x', next: '/queues'});
+            const post = await fetch('/queues/pause', {method: 'POST', body, redirect: 'manual'});
+            return [read.status, post.status]; }""")
+        assert statuses == [400, 400]
+        # The dashboard's own names are served.
+        for own in (server.url, f"http://localhost:{server.port}"):
+            response = page.goto(own + "/queues")
+            assert response is not None and response.status == 200, own
+    assert control_row(dsn, "emails") is None
 
 
 def control_row(dsn: str, queue: str) -> Any:

@@ -8,6 +8,7 @@ wrong CSRF token, a foreign origin, read-only mode and missing credentials chang
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 import httpx
 import psycopg
@@ -22,15 +24,16 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from pgqueue import Client
+from pgqueue import Client, QueueConfigurationError, format_rate, parse_rate
 from pgqueue.dashboard import check_bind, create_app, is_local_host
+from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
-from tests.dashboard_support import SECRET, Seeded, SignUp, command_served, failure, seed
+from tests.dashboard_support import SECRET, Seeded, SetPassword, SignUp, command_served, failure, seed
 from tests.helpers import envelope
 from tests.sql_calls import ack, enqueue_many, fail, release, reserve, rows, scalar
 from tests.worker_support import settings_for
 
-__all__ = ["SignUp"]  # registered, so the dashboard knows its redact fields
+__all__ = ["SetPassword", "SignUp"]  # registered, so the dashboard knows their redact fields
 
 HttpClient = Callable[..., Any]
 
@@ -46,8 +49,9 @@ async def opened(dsn: str) -> AsyncIterator[Client]:
         yield client
 
 
-def http_client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kwargs)
+def http_client(app: Any, base_url: str = "http://localhost", **kwargs: Any) -> httpx.AsyncClient:
+    # localhost: a host the dashboard answers for by default (not httpx's "testserver").
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url, **kwargs)
 
 
 def count(dsn: str, statement: str, *params: Any) -> Any:
@@ -110,6 +114,47 @@ async def test_bad_filter_input_is_named_and_the_page_still_renders(opened: Clie
         assert response.status_code == 303 and response.headers["location"] == f"/jobs/{seeded.reserved}"
 
 
+async def test_the_reason_filter_offers_every_reason_the_table_accepts(dsn: str, opened: Client,
+                                                                       seeded: Seeded) -> None:
+    # Issue 24: reason=cancelled (what every cancel records) was refused as an unknown reason.
+    await opened.cancel(seeded.ready[0])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        constraint = scalar(conn, "select pg_get_constraintdef(oid) from pg_constraint where conrelid = "
+                                  "'pgqueue.failed_jobs'::regclass and contype = 'c' and "
+                                  "pg_get_constraintdef(oid) like '%%reason%%'")
+    accepted = set(re.findall(r"'([a-z_]+)'", constraint))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/failed?reason=cancelled")).text
+        offered = set(re.findall(r'<option value="([a-z_]+)"', page))
+        assert offered == accepted and "cancelled" in offered
+        assert "unknown reason" not in page and '<option value="cancelled" selected>' in page
+        assert re.findall(r'<span class="tag r-([a-z_]+)">', page) == ["cancelled"]
+
+
+async def test_a_nul_in_a_filter_is_named_and_the_page_still_renders(dsn: str, opened: Client,
+                                                                     seeded: Seeded) -> None:
+    # Issue 24: /failed?queue=a%00b answered 503 ("PostgreSQL text fields cannot contain NUL").
+    async with http_client(create_app(opened)) as web:
+        for path, label, value in (("/failed?queue=em%00ails&name=app:send_email", "queue", "em\\x00ails"),
+                                   ("/failed?name=app%00", "job name", "app\\x00"),
+                                   ("/failed?since=2026-01-01%00", "&#39;from&#39;", "2026-01-01\\x00"),
+                                   ("/jobs?queue=%00", "queue", "\\x00"), ("/jobs?name=x%00y", "job name", "x\\x00y")):
+            response = await web.get(path)
+            assert response.status_code == 200, (path, response.text[:300])
+            assert f"{label} &#39;{value}&#39; contains a NUL character" in response.text, path
+            assert "\x00" not in response.text, path
+        # The other filters still apply: the name filter above found the one send_email failure.
+        assert (await web.get("/failed?queue=em%00ails&name=app:send_email")).text.count("data-failure=") == 1
+        for path in ("/?queue=a%00", "/overview/throughput?queue=a%00"):
+            response = await web.get(path)
+            assert response.status_code == 200 and "No jobs finished in the last hour in queue a" in response.text
+            assert "\x00" not in response.text, path
+        token = csrf_of((await web.get("/failed")).text)
+        response = await web.post("/failed/flush", data={"csrf": token, "queue": "emails\x00"})
+        assert "err=" in response.headers["location"] and "NUL" in unquote_plus(response.headers["location"])
+    assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 3
+
+
 async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Client, seeded: Seeded) -> None:
     target = seeded.failures[0]
     async with http_client(create_app(opened)) as web:
@@ -131,10 +176,34 @@ async def test_an_action_needs_the_csrf_token_of_its_cookie(dsn: str, opened: Cl
     async with http_client(create_app(opened)) as web:
         token = csrf_of((await web.get("/failed")).text)
         done = await web.post(f"/failed/{target}/forget", data={"csrf": token, "next": "/failed?queue=emails"},
-                              headers={"origin": "http://testserver"})
+                              headers={"origin": "http://localhost"})
         assert done.status_code == 303
         assert done.headers["location"].startswith("/failed?queue=emails&msg=forgot")
     assert count(dsn, "select count(*) from pgqueue.failed_jobs where id = %s", target) == 0
+
+
+async def test_the_page_shows_only_messages_the_server_left_for_this_browser(opened: Client,
+                                                                            seeded: Seeded) -> None:
+    # Issue 24: ?msg= (and ?err=) put anyone's text on the page, styled as the dashboard's own:
+    # a link to /queues?msg=Session+expired,+sign+in+at+evil.example showed that sentence.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        for query in ("msg=Sign+in+again+at+evil.example", "err=Sign+in+again+at+evil.example",
+                      "msg=Sign+in+again+at+evil.example&sig=" + "0" * 64):
+            page = (await web.get(f"/queues?{query}")).text
+            assert "evil.example" not in page and 'class="flash' not in page, query
+        response = await web.post("/queues/pause", data={"csrf": token, "queue": "emails", "next": "/queues"})
+        location = response.headers["location"]
+        assert location.startswith("/queues?msg=paused+queue") and "&sig=" in location
+        page = (await web.get(location)).text
+        assert '<p class="flash ok" role="status">paused queue &#39;emails&#39;' in page
+        # The signature is for that text and that kind only.
+        for forged in (location.replace("msg=paused", "msg=unpaused"), location.replace("msg=", "err=")):
+            assert 'class="flash' not in (await web.get(forged)).text, forged
+    # The same address in another browser (another CSRF cookie) shows nothing either.
+    async with http_client(create_app(opened)) as other:
+        await other.get("/queues")
+        assert 'class="flash' not in (await other.get(location)).text
 
 
 async def test_actions_change_the_database(dsn: str, opened: Client, seeded: Seeded) -> None:
@@ -199,6 +268,48 @@ async def test_read_only_offers_and_accepts_no_action(dsn: str, opened: Client, 
     assert count(dsn, "select count(*) from pgqueue.jobs") == 6
 
 
+async def test_only_the_dashboards_own_hosts_are_served(dsn: str, opened: Client, seeded: Seeded) -> None:
+    # Issue 24 item 10 (DNS rebinding): with evil.example pointed at 127.0.0.1, a page of that site
+    # is same-origin with the dashboard; it read /queues (cookie and token) and paused a queue.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        evil = {"host": "evil.example:8080", "origin": "http://evil.example:8080"}
+        page = await web.get("/queues", headers=evil)
+        assert page.status_code == 400, page.text[:300]
+        assert "'evil.example:8080'" in page.text and "--allowed-host evil.example" in page.text
+        assert "pgqueue_csrf" not in page.headers.get("set-cookie", "") and 'name="csrf"' not in page.text
+        response = await web.post("/queues/pause", data={"csrf": token, "queue": "emails"}, headers=evil)
+        assert response.status_code == 400
+        for host in ("localhost:8080", "127.0.0.1", "127.0.0.1:8080", "[::1]:8080", "LocalHost", "localhost."):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 200, host
+        for host in ("evil.example", "localhost.evil.example", "127.0.0.1.nip.io", "[::1", "", "localhost:1:2"):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 400, host
+        refused = await web.get("/static/dashboard.css", headers=evil)
+        assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
+    assert count(dsn, "select count(*) from pgqueue.queues") == 0
+    # Mounted in an application served under its own names: those are the ones allowed.
+    app = create_app(opened, allowed_hosts=["queue.example.com", "*.ops.example.com"])
+    async with http_client(app, base_url="http://queue.example.com") as web:
+        assert (await web.get("/workers")).status_code == 200
+        assert (await web.get("/workers", headers={"host": "a.ops.example.com:443"})).status_code == 200
+        for host in ("ops.example.com", "localhost", "xops.example.com"):
+            assert (await web.get("/workers", headers={"host": host})).status_code == 400, host
+    async with http_client(create_app(opened, allowed_hosts=["*"]), base_url="http://any.example") as web:
+        assert (await web.get("/workers")).status_code == 200
+    for bad in ("queue.example.com:8080", "http://queue.example.com", "", "a b", "*example.com"):
+        with pytest.raises(ValueError, match=r"allowed host .* is not a host name"):
+            create_app(opened, allowed_hosts=[bad])
+
+
+def test_the_command_answers_its_own_and_the_allowed_hosts(tmp_path: Path, dsn: str) -> None:
+    with command_served(dsn, "--allowed-host", "queue.example.com", cwd=tmp_path) as base:
+        for host, status in (("queue.example.com", 200), ("localhost:1234", 200), (base.removeprefix("http://"), 200),
+                             ("evil.example", 400)):
+            assert httpx.get(f"{base}/workers", headers={"host": host}, timeout=30).status_code == status, host
+    result = pgqueue("dashboard", "--allowed-host", "queue.example.com:443", "--dsn", dsn, cwd=tmp_path)
+    assert result.returncode == 2 and "--allowed-host: allowed host 'queue.example.com:443'" in result.stderr
+
+
 async def test_basic_auth_guards_every_request(opened: Client) -> None:
     app = create_app(opened, auth=("ops", "pa:ss"))
     good = "Basic " + base64.b64encode(b"ops:pa:ss").decode()
@@ -207,6 +318,10 @@ async def test_basic_auth_guards_every_request(opened: Client) -> None:
         for path in ("/", "/failed", "/static/dashboard.css", "/overview/counts"):
             response = await web.get(path)
             assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Basic"), path
+            # Issue 24: the 401 went out without the security headers every other response has.
+            assert response.headers["content-security-policy"].startswith("default-src 'self'"), path
+            assert response.headers["x-frame-options"] == "DENY" and response.headers["x-content-type-options"] == \
+                "nosniff", path
         assert (await web.get("/", headers={"authorization": bad})).status_code == 401
         assert (await web.get("/", headers={"authorization": "Bearer ops"})).status_code == 401
         assert (await web.get("/", headers={"authorization": "Basic !!!"})).status_code == 401
@@ -222,6 +337,34 @@ async def test_redacted_args_never_reach_the_page(opened: Client, seeded: Seeded
         assert "ann@example.com" in detail and "masked: password, to" in detail
         job = (await web.get(f"/jobs/{seeded.ready[0]}")).text
         assert "a@example.com" not in job  # masked for every job by redact=("to",)
+
+
+async def test_a_secret_is_masked_on_every_page_that_shows_its_job(dsn: str, opened: Client) -> None:
+    # Issue 24 item 11: the job page's "Failures of this job" and the failure page's earlier
+    # failures showed raw messages, and the unique key unique_by derives from a secret showed it.
+    job_id = await opened.dispatch(SetPassword(user="ann", password=SECRET))
+    # The key as the envelope (JSON, HTML-escaped) shows it.
+    shown_key = json.dumps(f'{SetPassword.name}:{{"password":"{MASK}"}}', ensure_ascii=False).replace('"', "&#34;")
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get(f"/jobs/{job_id}")).text
+        assert SECRET not in page and shown_key in page
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [held] = reserve(conn, ["accounts"], 1)
+        assert fail(conn, job_id, held["token"], message=f"login refused for password {SECRET}")
+        # The job queued again under its id, keeping that failure record (retry_failed would delete it).
+        conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries) select job_id, queue, envelope, 3"
+                     " from pgqueue.failed_jobs where job_id = %s", (job_id,))
+        [held] = reserve(conn, ["accounts"], 1)
+        # Lists show a message's first 300 characters: this one is cut in the middle of the secret.
+        assert fail(conn, job_id, held["token"], message="x" * 290 + SECRET, traceback=f"Boom: {SECRET}")
+        latest = scalar(conn, "select id from pgqueue.failed_jobs where job_id = %s order by failed_at desc "
+                              "limit 1", (job_id,))
+    async with http_client(create_app(opened)) as web:
+        for path in (f"/jobs/{job_id}", f"/failed/{latest}", "/failed", "/failed?queue=accounts"):
+            page = (await web.get(path)).text
+            assert "login refused for password" in page and "x" * 290 in page, path
+            assert SECRET not in page and SECRET[:10] not in page, path
+        assert shown_key in (await web.get(f"/failed/{latest}")).text
 
 
 async def test_the_dsn_password_is_never_shown(dsn: str, seeded: Seeded) -> None:
@@ -339,7 +482,7 @@ async def test_next_links_page_through_every_match_once(dsn: str, opened: Client
 
 def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
     from pgqueue import Job, JobContext, QueueConfigurationError, job
-    from pgqueue.dashboard.redact import MASK, Redactor
+    from pgqueue.redaction import MASK, Redactor
 
     with pytest.raises(QueueConfigurationError, match="redact must be a tuple of arg names"):
         class Wrong(Job, register=False):
@@ -358,6 +501,18 @@ def test_redact_names_fields_and_masks_them_at_any_depth() -> None:
     assert redactor.text("card 4111-1111 token abc123 n 4242", secrets) == f"card {MASK} token {MASK} n {MASK}"
     assert redactor.args("unknown:job", {"card": "x"})[0] == {"card": "x"}
     assert charge.name == "tests.dashboard.charge"
+    # A value is found as typed and as JSON or repr() escape it; a list's cut end is masked too.
+    quoted = 'p"ä\\ss'
+    _, secrets = redactor.args("tests.dashboard.charge", {"card": quoted})
+    for spelled in (quoted, json.dumps(quoted)[1:-1], json.dumps(quoted, ensure_ascii=False)[1:-1],
+                    repr(quoted)[1:-1]):
+        assert redactor.text(f"args {spelled}!", secrets) == f"args {MASK}!", spelled
+    assert redactor.text("card 4111-11", ["4111-1111"], cut=True) == f"card {MASK}"
+    assert redactor.text("card 4111-11", ["4111-1111"]) == "card 4111-11"
+    # The unique key unique_by derives: the masked arg shows masked, whatever its length.
+    key = 'tests.dashboard.charge:{"amount":5,"card":"ab"}'
+    assert redactor.unique_key("tests.dashboard.charge", key) == key.replace('"ab"', f'"{MASK}"')
+    assert redactor.unique_key("tests.dashboard.charge", "mine:4111-1111", ["4111-1111"]) == f"mine:{MASK}"
 
 
 # ------------------------------------------------------------ queues, cancel, schedules
@@ -405,6 +560,29 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         # A queue with no jobs yet can be controlled ahead of its first dispatch.
         await post("/queues/pause", queue="later")
         assert control_row(dsn, "later") == (True, None, None, None)
+
+
+async def test_a_rate_the_form_shows_can_be_submitted_back(dsn: str, opened: Client, seeded: Seeded) -> None:
+    # Issue 24: a rate set from Python or SQL with a 2 s period showed as "5 per 2 s", which the
+    # same form then refused ("is not a rate"), so the row could not be saved without retyping it.
+    async with http_client(create_app(opened)) as web:
+        token = csrf_of((await web.get("/queues")).text)
+        for period, shown in ((2.0, "5/2s"), (90.0, "5/90s"), (0.5, "5/0.5s"), (120.0, "5/2min"),
+                              (7200.0, "5/2h"), (1.0, "5/s"), (3600.0, "5/h"), (31536000.0, "5/8760h")):
+            await opened.set_limits("reports", concurrency=4, rate_limit=5, rate_period=period)
+            page = (await web.get("/queues")).text
+            found = re.search(r'<input name="rate" value="([^"]*)"[^>]*aria-label="rate of reports"', page)
+            assert found is not None and found.group(1) == shown, (period, found and found.group(1))
+            response = await web.post("/queues/limits", data={"csrf": token, "next": "/queues", "queue": "reports",
+                                                              "concurrency": "4", "rate": found.group(1)})
+            assert "msg=" in response.headers["location"], response.headers["location"]
+            assert control_row(dsn, "reports") == (False, 4, 5, period)
+    for limit, period in ((1, 0.001), (7, 1.5), (3, 59.5), (2, 3599.0), (9, 86400.0), (100, 60.0)):
+        assert parse_rate(format_rate(limit, period)) == (limit, period), (limit, period)
+    assert parse_rate("30 / 1.5h") == (30, 5400.0)
+    for bad in ("5/0s", "5/0.0min", "5/-2s", "5/2", "5/2.s"):
+        with pytest.raises(QueueConfigurationError, match="is not a rate"):
+            parse_rate(bad)
 
 
 async def test_bad_limit_values_are_named_and_change_nothing(dsn: str, opened: Client, seeded: Seeded) -> None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -25,11 +27,15 @@ from typing import Any
 import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg.types.json import Jsonb
 
 from pgqueue import Client, Envelope, Job
 from pgqueue.errors import QueuePayloadError
+from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
-from tests.observability_jobs import Broken, FlakyOnce, Ok
+from tests.helpers import envelope
+from tests.observability_jobs import SECRET, Broken, FlakyOnce, Ok, Secretive
+from tests.worker_support import settings_for
 
 WITHIN = 240.0  # worker processes start slowly on a loaded 2-core machine (100 s seen)
 WORKLOAD: list[Job] = [*(Ok() for _ in range(20)), *(FlakyOnce() for _ in range(5)), *(Broken() for _ in range(3))]
@@ -250,6 +256,98 @@ def test_text_logs_carry_the_job_fields_too(dsn: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     failed = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert len(failed) == 1 and "job_name=obs:broken queue=obs attempt=2 token=" in failed[0], result.stderr
+
+
+def _secret_workload(dsn: str) -> None:
+    """Two Secretive jobs: one raises (quoting its password) on both tries, one has args that do not
+    fit (pin is not a number), so the worker's payload_invalid message quotes the args."""
+    _push(dsn, [Secretive(password=SECRET)])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope(
+            "obs_secret", name=Secretive.name, args={"password": SECRET, "pin": "not a number"})),))
+
+
+def test_log_lines_mask_what_a_job_declares_secret(dsn: str, tmp_path: Path) -> None:
+    # Issue 24 item 11: the JSON (and text) log lines of the worker printed the password that a
+    # handler's exception, or the worker's own payload_invalid message, quoted.
+    def work(*options: str) -> subprocess.CompletedProcess[str]:
+        _secret_workload(dsn)
+        return pgqueue("queue:work", "--queue", "obs_secret", "--app", "tests.observability_jobs",
+                       "--stop-when-empty", *options, "--dsn", dsn, cwd=tmp_path)
+
+    as_json, as_text = work("--log-format", "json"), work()
+    assert as_json.returncode == 0, as_json.stderr
+    assert SECRET not in as_json.stderr, as_json.stderr
+    lines = [json.loads(line) for line in as_json.stderr.splitlines() if line.strip()]
+    about = sorted((line["level"], line["message"]) for line in lines if line.get("job_name") == Secretive.name)
+    assert [level for level, _ in about] == ["error", "error", "warning"], about
+    assert all(MASK in message for _, message in about), about
+    assert "masked values" not in as_json.stderr  # the carrier of the secrets is never printed itself
+    assert as_text.returncode == 0, as_text.stderr
+    assert SECRET not in as_text.stderr and as_text.stderr.count(MASK) >= 3, as_text.stderr
+
+
+def test_metrics_labels_carry_no_args_messages_or_keys(dsn: str, workers: Callable[..., Worker]) -> None:
+    # A guard, not a fix: labels are the queue, the job name, the reason and the state only, so
+    # there is nothing to mask; a label that took a message or an arg would show the password here.
+    _secret_workload(dsn)
+    port = _free_port()
+    w = workers("--queue", "obs_secret", "--app", "tests.observability_jobs", "--metrics-port", str(port),
+                "--metrics-interval", "0.2", "--dsn", dsn)
+    _poll(lambda: total(scrape(port), "pgqueue_jobs_failed_total", job_name=Secretive.name) == 2,
+          "the secretive jobs to be counted", w.log)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+        text = response.read().decode()
+    assert 'job_name="obs:secretive"' in text and SECRET not in text and "login refused" not in text
+    assert w.stop() == 0, w.log()
+
+
+def test_the_library_masks_log_lines_for_any_handler(dsn: str) -> None:
+    # An application's own logging set-up (no pgqueue CLI) receives the masked lines too.
+    _secret_workload(dsn)
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(self.format(record))
+
+    handler = Collect()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    worker_logger = logging.getLogger("pgqueue.worker")
+    worker_logger.addHandler(handler)
+
+    async def work() -> None:
+        async with Client(settings=settings_for(dsn)) as client:
+            worker = await client.worker(queues=["obs_secret"], listen=False, maintenance_interval=None,
+                                         schedules=False)
+            await worker.run(stop_when_empty=True)
+
+    try:
+        asyncio.run(work())
+    finally:
+        worker_logger.removeHandler(handler)
+    about = [line for line in seen if Secretive.name in line]
+    assert len(about) == 3 and all(MASK in line for line in about), seen
+    assert not [line for line in seen if SECRET in line], seen
+
+
+def test_a_logged_traceback_is_masked_and_the_secrets_are_never_printed() -> None:
+    from pgqueue.redaction import LogRedaction, log_fields
+    from pgqueue_cli.runtime import JsonFormatter
+
+    try:
+        raise PermissionError(f"refused {SECRET!r}")
+    except PermissionError:
+        record = logging.LogRecord("pgqueue.worker", logging.ERROR, __file__, 1, "job failed: %s", (SECRET,),
+                                   sys.exc_info())
+    record.__dict__.update(log_fields({"job_id": "j"}, Secretive.name, {"password": SECRET}))
+    # A formatter that prints every attribute of a record still sees no secret.
+    assert SECRET not in repr(record.__dict__["pgqueue_secrets"])
+    assert LogRedaction().filter(record)
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == f"job failed: {MASK}" and MASK in line["exception"], line
+    assert SECRET not in json.dumps(line) and "PermissionError" in line["exception"]
+    assert log_fields({"job_id": "j"}, "unknown:job", {"password": SECRET}) == {"job_id": "j"}
 
 
 def test_bad_log_options_are_refused_by_name(tmp_path: Path) -> None:

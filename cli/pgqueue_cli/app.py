@@ -28,6 +28,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
@@ -75,6 +76,9 @@ Connection = Annotated[str | None, typer.Argument(
 Apps = Annotated[list[str] | None, typer.Option(
     "--app", metavar="MODULE",
     help="Module that defines jobs, imported so they register (repeatable; also [tool.pgqueue] app).")]
+Redact = Annotated[list[str] | None, typer.Option(
+    "--redact", metavar="FIELD",
+    help="Mask this args field of every job (repeatable), besides each job class's own `redact`.")]
 QueueFilter = Annotated[str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only this queue.",
                                                  callback=queue_name)]
 
@@ -302,24 +306,36 @@ def queue_failed(
     queue: QueueFilter = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many, newest first.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    redact: Redact = None,
+    apps: Annotated[list[str] | None, typer.Option(
+        "--app", metavar="MODULE",
+        help="Module that defines jobs, imported so their `redact` fields are known (repeatable; also "
+             "[tool.pgqueue] app).")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """List failed jobs (newest first), or show one in full."""
+    """List failed jobs (newest first), or show one in full.
+
+    Args a job declares secret (its class's `redact`, known for the --app modules, and --redact
+    fields) are masked, in the args, the envelope's unique key, the message and the traceback.
+    """
     wanted = _failure_id(failure_id) if failure_id is not None else None
+    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn)))
     found = target(dsn)
-    typer.echo(asyncio.run(_failed(found, wanted, queue, limit, as_json)))
+    typer.echo(asyncio.run(_failed(found, wanted, queue, limit, as_json, Redactor(redact or ()))))
 
 
-async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | None, limit: int, as_json: bool) -> str:
+async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | None, limit: int, as_json: bool,
+                  redactor: Redactor) -> str:
     async with found.client() as client:
         repo = await client.failed(found.connection.name)
         if wanted is not None:
             failure = await repo.find(wanted)
             if failure is None:
                 fail(f"no failed job with id {wanted} (list them with `pgqueue queue:failed`)")
+            failure = redactor.failure(failure)
             return json.dumps(failure.to_data(), indent=2) if as_json else render.failed_detail(failure)
-        failures = await repo.all(queue=queue_name, limit=limit)
+        failures = [redactor.failure(f) for f in await repo.all(queue=queue_name, limit=limit)]
         if as_json:
             return json.dumps([f.to_data() for f in failures], indent=2)
         text = render.failed_table(failures)
@@ -759,7 +775,9 @@ def schedule_list(
 
     schedules = asyncio.run(read())
     if as_json:
-        typer.echo(json.dumps([s.to_data() for s in schedules], indent=2))
+        # A schedule's args are a job's args: masked like everywhere else.
+        typer.echo(json.dumps([{**s.to_data(), "args": Redactor().args(s.name, s.args)[0]} for s in schedules],
+                              indent=2))
         return
     if not schedules:
         typer.echo("no periodic jobs declared (pass the module that defines them with --app)")

@@ -24,6 +24,13 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
     return user, password
 
 
+def served_hosts(host: str, extra: list[str]) -> list[str]:
+    """The hosts the command answers for: the bound address (unless it is every interface), localhost
+    and the --allowed-host values, each once."""
+    bound = [] if host.strip("[]") in ("0.0.0.0", "::", "") else [host.strip("[]")]
+    return list(dict.fromkeys([*bound, "localhost", *(e.strip() for e in extra)]))
+
+
 @reports_errors
 def dashboard_command(
     host: Annotated[str, typer.Option("--host", help="Interface to bind. Anything but loopback needs --auth.")]
@@ -35,6 +42,11 @@ def dashboard_command(
         "--auth", metavar="USER:PASSWORD", envvar=AUTH_ENV, show_envvar=True,
         help="Require HTTP basic auth with this user and password (prefer the environment variable: "
              "a command line is visible to other users of the host).")] = None,
+    allowed_hosts: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", metavar="HOST",
+        help="Also answer requests for this host name or address (repeatable; *.example.com: its subdomains, "
+             "*: any, only behind a proxy that checks the host). The --host address and localhost are always "
+             "answered; a request naming another host gets 400 (this stops DNS rebinding).")] = None,
     redact: Annotated[list[str] | None, typer.Option(
         "--redact", metavar="FIELD", help="Mask this args field of every job (repeatable), besides each "
                                           "job class's own `redact`.")] = None,
@@ -49,20 +61,26 @@ def dashboard_command(
     """Serve the web dashboard: queues (pause, limits), failed jobs, jobs (cancel), schedules, workers.
 
     Binds 127.0.0.1:8080 by default. A non-local --host is refused unless --auth (or
-    PGQUEUE_DASHBOARD_AUTH) sets a user and password. Needs `pip install pgqueue-py[dashboard]`.
+    PGQUEUE_DASHBOARD_AUTH) sets a user and password. Requests are answered only for the --host
+    address, localhost and each --allowed-host. Needs `pip install pgqueue-py[dashboard]`.
     """
     credentials = parse_auth(auth)
     try:
         # The web stack is an optional extra: only this command imports it.
         import uvicorn  # noqa: PLC0415
 
-        from pgqueue.dashboard import check_bind, create_app  # noqa: PLC0415
+        from pgqueue.dashboard import allowed_host_problem, check_bind, create_app  # noqa: PLC0415
     except ImportError as exc:
         fail(f"the dashboard needs its extra: pip install 'pgqueue-py[dashboard]' ({exc})", EXIT_CONFIG)
     try:
         check_bind(host, credentials)
     except ValueError as exc:
         fail(str(exc), EXIT_CONFIG)
+    hosts = served_hosts(host, allowed_hosts or [])
+    for entry in hosts:
+        problem = allowed_host_problem(entry)
+        if problem is not None:
+            fail(f"--allowed-host: {problem}", EXIT_CONFIG)
     if not 0 <= port < 65536:
         fail(f"--port must be between 0 and 65535, got {port}", EXIT_CONFIG)
     found = target(dsn)
@@ -78,12 +96,13 @@ def dashboard_command(
     async def serve() -> None:
         async with found.client() as client:
             web = create_app(client, read_only=read_only, auth=credentials, connection=found.connection.name,
-                             redact=redact or (), debug=debug)
+                             redact=redact or (), allowed_hosts=hosts, debug=debug)
             config = uvicorn.Config(web, log_level="warning", access_log=False, server_header=False,
                                     lifespan="off")
             err(f"pgqueue dashboard: serving http://{shown}:{sock.getsockname()[1]}/"
                 + (" (read-only)" if read_only else "") + (" (basic auth)" if credentials else "")
                 + f"; pid {os.getpid()}, stop with Ctrl-C")
+            err(f"pgqueue dashboard: answering requests for {', '.join(hosts)} only (--allowed-host adds one)")
             await uvicorn.Server(config).serve(sockets=[sock])
 
     try:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput
+from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput, format_rate
 
 #: The throughput windows ``queue:status`` shows, in minutes.
 WINDOWS = (1, 5, 15)
@@ -138,14 +138,9 @@ def limits(name: str, control: QueueControl | None) -> str:
     if control is not None and control.concurrency is not None:
         parts.append(f"concurrency {control.concurrency}")
     if control is not None and control.rate_limit is not None and control.rate_period is not None:
-        parts.append(f"rate {control.rate_limit}/{_period(control.rate_period)}, "
+        parts.append(f"rate {format_rate(control.rate_limit, control.rate_period)}, "
                      f"burst {control.rate_limit if control.burst is None else control.burst}")
     return f"limits of queue {name!r}: " + (", ".join(parts) if parts else "none")
-
-
-def _period(seconds: float) -> str:
-    named = {1.0: "s", 60.0: "min", 3600.0: "h"}
-    return named.get(seconds, f"{seconds:g}s")
 
 
 def _stamp(moment: datetime) -> str:
@@ -172,7 +167,8 @@ def failed_table(failures: Sequence[FailedJob]) -> str:
 
 
 def failed_detail(failure: FailedJob) -> str:
-    """One failure in full: its facts, args, envelope and traceback."""
+    """One failure in full: its facts, args, envelope and traceback (masked by the caller:
+    :meth:`pgqueue.redaction.Redactor.failure`)."""
     lines = [
         f"failure id:  {failure.id}",
         f"job id:      {failure.job_id}",
@@ -185,9 +181,9 @@ def failed_detail(failure: FailedJob) -> str:
         f"message:     {failure.message or '-'}",
         f"failed at:   {_stamp(failure.failed_at)}",
         "args:",
-        _indent(json.dumps(failure.args, indent=2, sort_keys=True, default=str)),
+        _indent(json.dumps(failure.args, indent=2, sort_keys=True, default=str, ensure_ascii=False)),
         "envelope:",
-        _indent(json.dumps(failure.envelope, indent=2, sort_keys=True, default=str)),
+        _indent(json.dumps(failure.envelope, indent=2, sort_keys=True, default=str, ensure_ascii=False)),
         "traceback:",
         _indent(failure.traceback.rstrip() if failure.traceback else "(none: decided before the handler ran)"),
         "",

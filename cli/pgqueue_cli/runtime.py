@@ -23,6 +23,7 @@ from pgqueue import Client, ConnectionConfig, Settings, load_settings, prepare_d
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
 from pgqueue.limits import queue_name_problem
+from pgqueue.redaction import redact_record
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -272,7 +273,7 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)-7s %(message)s", "%Y-%m-%d %H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = super().format(redact_record(record))
         fields = [f"{name}={record.__dict__[name]}" for name in JOB_FIELDS if name in record.__dict__]
         if not fields:
             return text
@@ -283,17 +284,21 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, the job's
     fields (``job_id``, ``job_name``, ``queue``, ``attempt``, ``token``) on a line about a job, and
-    ``exception`` (the traceback) when there is one."""
+    ``exception`` (the traceback) when there is one. What a job declares secret is masked
+    (:func:`pgqueue.redaction.redact_record`)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        redact_record(record)
         line: dict[str, object] = {
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
         for name in JOB_FIELDS:
             if name in record.__dict__:
                 line[name] = record.__dict__[name]
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = record.exc_text
         return json.dumps(line, default=str)
 
     converter = time.gmtime  # type: ignore[assignment]  # UTC timestamps

@@ -20,11 +20,19 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from pgqueue import Client, QueueError
-from pgqueue.dashboard.redact import Redactor
-from pgqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token, origin_matches
+from pgqueue.dashboard.security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    csrf_matches,
+    flash_matches,
+    flash_signature,
+    new_csrf_token,
+    origin_matches,
+)
+from pgqueue.redaction import Redactor
 from pgqueue.store import Store
 
-__all__ = ["Dashboard", "NavItem", "Options"]
+__all__ = ["Dashboard", "NavItem", "Options", "text_filters"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -89,6 +97,14 @@ class Dashboard:
         user = f"{parts['user']}@" if parts.get("user") else ""
         return f"{user}{host}{port}/{parts.get('dbname') or ''}"
 
+    def masked_failures(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Failure rows (with ``name``, ``args``, ``message``, ``message_cut``) as a list shows them: each
+        message with the values its job declares secret masked, and no args."""
+        for row in rows:
+            _, secrets = self.redactor.args(row.get("name"), row.pop("args", None))
+            row["message"] = self.redactor.text(row["message"], secrets, cut=bool(row.get("message_cut")))
+        return rows
+
     # -------------------------------------------------------------- rendering
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """Render a page (or fragment) with what every template needs: nav, CSRF token, options."""
@@ -97,8 +113,8 @@ class Dashboard:
         html = self.templates.get_template(template).render(
             request=request, url=partial(url, request), nav=self.nav,
             options=self.options, read_only=self.options.read_only, csrf=csrf, csrf_field=CSRF_FIELD,
-            database=self.database(), flash_message=request.query_params.get("msg"),
-            flash_error=request.query_params.get("err"), **context,
+            database=self.database(), flash_message=flash(request, "msg"), flash_error=flash(request, "err"),
+            **context,
         )
         response = HTMLResponse(html, status_code=status)
         if request.cookies.get(CSRF_COOKIE) != csrf:
@@ -124,11 +140,28 @@ class Dashboard:
                                      "another site; nothing was changed. Reload the page and try again.\n",
                                      status_code=403)
         target = safe_next(request, form.get("next"))
+        cookie = request.cookies.get(CSRF_COOKIE) or ""
         try:
-            note = await run(form)
+            note, kind = await run(form), "msg"
         except QueueError as exc:
-            return RedirectResponse(with_params(target, err=str(exc)), status_code=303)
-        return RedirectResponse(with_params(target, msg=note), status_code=303)
+            note, kind = str(exc), "err"
+        # Signed for this browser: the page shows only a message this server left for it.
+        return RedirectResponse(with_params(target, **{kind: note, "sig": flash_signature(cookie, kind, note)}),
+                                status_code=303)
+
+
+def text_filters(params: Any, labels: dict[str, str], problems: list[str]) -> dict[str, str]:
+    """The filters of a list from the query string, stripped; one holding a NUL character (which no
+    text in PostgreSQL holds, so it matches nothing) is named in ``problems`` and left empty."""
+    found = {}
+    for key, label in labels.items():
+        value = (params.get(key) or "").strip()
+        if "\x00" in value:
+            problems.append(f"{label} {value!r} contains a NUL character, which nothing stored can hold; "
+                            "that filter was ignored")
+            value = ""
+        found[key] = value
+    return found
 
 
 def url(request: Request, route: str, path: dict[str, Any] | None = None, /, **params: Any) -> str:
@@ -150,10 +183,20 @@ def safe_next(request: Request, value: object) -> str:
     return root + "/"
 
 
+def flash(request: Request, kind: str) -> str | None:
+    """The action's message of ``kind`` ("msg" or "err") in the address, if this server signed it for this
+    browser (anyone can write ``?msg=...`` into a link; only the server can sign it)."""
+    text = request.query_params.get(kind)
+    if text and flash_matches(request.cookies.get(CSRF_COOKIE), kind, text, request.query_params.get("sig")):
+        return text
+    return None
+
+
 def with_params(target: str, **params: str) -> str:
-    """``target`` with its ``msg``/``err`` replaced by ``params``."""
+    """``target`` with its ``msg``/``err`` (and their ``sig``) replaced by ``params``."""
     path, _, query = target.partition("?")
-    kept = [pair for pair in (query.split("&") if query else []) if pair.split("=")[0] not in ("msg", "err")]
+    kept = [pair for pair in (query.split("&") if query else [])
+            if pair.split("=")[0] not in ("msg", "err", "sig")]
     kept.append(urlencode(params))
     return f"{path}?{'&'.join(kept)}"
 

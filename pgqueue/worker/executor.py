@@ -20,6 +20,7 @@ from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe,
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import Job, has_sync_handle, lookup
+from pgqueue.redaction import log_fields
 from pgqueue.store import Reservation, Store
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import consumer_span, record_failure
@@ -154,7 +155,7 @@ class Executor:
             error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
                                       f"{exc}")
             await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name,
-                             queue=reservation.queue)
+                             queue=reservation.queue, args=envelope.args)
             return True
         # The job starts here.
         context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
@@ -325,7 +326,8 @@ class Executor:
         message = failure_message(error) if note is None else stored_text(note, MESSAGE_LIMIT, "message")
         if context.finished:
             logger.warning("pgqueue: job %s (%s) raised after it was %s: %s: %s", context.id, envelope.name,
-                           context.decision, type(error).__name__, message, extra=context.log_fields())
+                           context.decision, type(error).__name__, message,
+                           extra=log_fields(context.log_fields(), envelope.name, envelope.args))
             return
         attempts = context.attempts
         if tracing_active():
@@ -345,7 +347,8 @@ class Executor:
                     self._stats.retried += 1
                     logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
                                    context.id, envelope.name, attempts, context.tries,
-                                   type(error).__name__, message, delay, extra=context.log_fields())
+                                   type(error).__name__, message, delay,
+                                   extra=log_fields(context.log_fields(), envelope.name, envelope.args))
                 else:
                     self._stats.lost += 1
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
@@ -353,15 +356,17 @@ class Executor:
                 return
         context.claim_decision("failed")
         await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
-                         queue=context.queue, duration=duration, wait=wait, message=message)
+                         queue=context.queue, duration=duration, wait=wait, message=message, args=envelope.args)
 
     async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
                     *, name: str, queue: str, duration: float | None = None, wait: float | None = None,
-                    message: str | None = None) -> None:
+                    message: str | None = None, args: Any = None) -> None:
         """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)
-        and report it to the instruments. ``message`` replaces the exception's own."""
+        and report it to the instruments. ``message`` replaces the exception's own; ``args``: the job's,
+        so its log lines mask what it declares secret."""
         exception, message, trace = describe(error, message)
-        fields = {"job_id": str(job_id), "job_name": name, "queue": queue, "attempt": attempts, "token": token}
+        fields = log_fields({"job_id": str(job_id), "job_name": name, "queue": queue, "attempt": attempts,
+                             "token": token}, name, args)
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
         try:

@@ -23,7 +23,7 @@ with scanned as materialized (
 )
 select c.scanned, l.last_at, l.last_id,
        f.id, f.job_id, f.queue, f.envelope->>'name' as name, f.attempts, f.exception,
-       left(f.message, 300) as message, f.reason, f.failed_at, f.envelope->'args' as args
+       left(f.message, 300) as message, length(f.message) > 300 as message_cut, f.reason, f.failed_at, f.envelope->'args' as args
 from (select count(*) as scanned from scanned) c
 left join lateral (
     select s.failed_at as last_at, s.id as last_id from scanned s order by s.failed_at, s.id limit 1

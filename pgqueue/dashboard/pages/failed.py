@@ -12,13 +12,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueError, QueueRetryError
-from pgqueue.dashboard.core import Dashboard, NavItem
+from pgqueue.dashboard.core import Dashboard, NavItem, text_filters
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
 
-# The reasons pgqueue.failed_jobs accepts (its check constraint, sql/schema/0001_schema.sql).
+# The reasons pgqueue.failed_jobs accepts: its check constraint (revision 0004 added cancelled); a
+# test compares the two, so a reason a revision adds is offered here too.
 REASONS = ("exception", "attempts_exhausted", "deadline_passed", "lease_expired_after_final_attempt",
-           "payload_invalid", "unknown_job", "failed_by_handler")
+           "payload_invalid", "unknown_job", "failed_by_handler", "cancelled")
 # How many failures one "retry selected" may name: one page's worth, with room to spare.
 MAX_SELECTED = 500
 
@@ -62,8 +63,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def listing(request: Request) -> Response:
         params = request.query_params
-        filters = {key: (params.get(key) or "").strip() for key in ("queue", "name", "reason", "since", "until")}
         problems: list[str] = []
+        filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
+                                        "until": "'to'"}, problems)
         since = until = after = None
         try:
             since = parse_moment(filters["since"])
@@ -97,10 +99,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             # The scan stopped before the page filled: the next page continues the search.
             next_cursor = cursor(page.last[0], page.last[1])
             searched_only = True
-        for row in rows:
-            # The list shows no args, but a message may quote a masked one.
-            _, secrets = dash.redactor.args(row["name"], row.pop("args"))
-            row["message"] = dash.redactor.text(row["message"], secrets)
+        # The list shows no args, but a message may quote a masked one.
+        rows = dash.masked_failures(rows)
         return dash.render(
             request, "failed.html", page="failed", rows=rows, filters=filters, reasons=REASONS, reason=reason,
             problems=problems, next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
@@ -128,7 +128,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             args=envelope.get("args") if isinstance(envelope, dict) else None,
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
-            history=[h for h in history if h["id"] != row["id"]], live=live,
+            history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )
 
@@ -184,6 +184,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         async def run(form: FormData) -> str:
             queue = form.get("queue")
             queue = queue.strip() if isinstance(queue, str) and queue.strip() else None
+            if queue is not None and "\x00" in queue:
+                raise QueueRetryError(f"queue {queue!r} contains a NUL character, which no queue name can hold; "
+                                      "nothing was flushed")
             repository = await dash.client.failed(dash.options.connection)
             removed = await repository.flush(queue)
             return f"flushed {removed:,} failures" + (f" of queue {queue!r}" if queue else " (every queue)")

@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueConfigurationError
-from pgqueue.dashboard.core import Dashboard, NavItem, url
+from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
 
 NAV = NavItem("Jobs", "/jobs", "jobs")
 
@@ -30,8 +30,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def listing(request: Request) -> Response:
         params = request.query_params
-        filters = {key: (params.get(key) or "").strip() for key in ("id", "queue", "name")}
         problems: list[str] = []
+        filters = text_filters(params, {"id": "job id", "queue": "queue", "name": "job name"}, problems)
         if filters["id"]:
             try:
                 job_id = uuid.UUID(filters["id"])
@@ -76,7 +76,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
         envelope, _ = dash.redactor.envelope(row["envelope"] if row else None)
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
-                           failures=failures)
+                           failures=dash.masked_failures(failures))
 
     async def cancel_one(request: Request) -> Response:
         async def run(form: FormData) -> str:

@@ -14,25 +14,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pgqueue import QueueConfigurationError, QueueControl, parse_rate
+from pgqueue import QueueConfigurationError, QueueControl, format_rate, parse_rate
 from pgqueue.dashboard.core import Dashboard, NavItem
 
 NAV = NavItem("Queues", "/queues", "queues")
 
 # pgqueue.queues.concurrency is an integer column.
 MAX_CONCURRENCY = 2_147_483_647
-# A rate period the form can write back as "N/<unit>" (what parse_rate reads).
-_UNITS = {1.0: "s", 60.0: "min", 3600.0: "h"}
 
 
 def rate_text(control: QueueControl | None) -> str:
-    """A queue's rate limit as the form takes it (``"100/s"``), or "" for none."""
+    """A queue's rate limit as the form takes it back (``"100/s"``, ``"5/2s"``), or "" for none."""
     if control is None or control.rate_limit is None or control.rate_period is None:
         return ""
-    unit = _UNITS.get(control.rate_period)
-    if unit is None:  # set from Python or SQL with another period: say it in seconds
-        return f"{control.rate_limit} per {control.rate_period:g} s"
-    return f"{control.rate_limit}/{unit}"
+    return format_rate(control.rate_limit, control.rate_period)
 
 
 def parse_concurrency(text: str) -> int | None:
