@@ -434,10 +434,18 @@ class Client:
             return []
         store = await self._store(config)
         found = {row.name: row for row in await store.schedule_ticks([s.job_name for _, s in declared])}
-        return [ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone, catch_up=s.catch_up,
-                             args=dict(s.args), last_tick=found[s.job_name].last_tick,
-                             next_tick=s.next_tick(found[s.job_name].now))
-                for _, s in declared]
+        listed = []
+        for _, s in declared:
+            row = found[s.job_name]
+            next_tick, problem = None, None
+            try:
+                next_tick = s.next_tick(row.now)
+            except Exception as exc:  # one schedule that cannot be computed does not hide the others
+                problem = f"its next tick cannot be computed ({type(exc).__name__}: {exc})"
+            listed.append(ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone,
+                                       catch_up=s.catch_up, args=dict(s.args), last_tick=row.last_tick,
+                                       next_tick=next_tick, problem=problem))
+        return listed
 
     # ------------------------------------------------------------- failed jobs
     async def failed(self, connection: str | None = None) -> FailedJobRepository:
@@ -669,14 +677,18 @@ class ScheduleInfo:
     catch_up: int
     args: dict[str, Any]
     last_tick: datetime | None
-    next_tick: datetime
+    #: None when it cannot be computed (then ``problem`` says why).
+    next_tick: datetime | None
+    #: What is wrong with this schedule (its next tick cannot be computed), or None.
+    problem: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         """JSON-ready: times as ISO 8601 strings."""
         return {"name": self.name, "expression": self.expression, "timezone": self.timezone,
                 "catch_up": self.catch_up, "args": self.args,
                 "last_tick": None if self.last_tick is None else self.last_tick.isoformat(),
-                "next_tick": self.next_tick.isoformat()}
+                "next_tick": None if self.next_tick is None else self.next_tick.isoformat(),
+                "problem": self.problem}
 
 
 _default: Client | None = None

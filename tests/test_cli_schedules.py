@@ -38,3 +38,17 @@ def test_schedule_list_without_schedules_says_how_to_declare_them(dsn: str, tmp_
     result = pgqueue("schedule:list", "--app", "tests.cli_jobs", "--dsn", dsn, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "no periodic jobs declared" in result.stdout
+
+
+def test_the_table_shows_a_schedule_whose_next_tick_cannot_be_computed_with_its_problem() -> None:
+    from pgqueue import ScheduleInfo
+    from pgqueue_cli.render import schedule_table
+
+    ok = ScheduleInfo(name="app:ok", expression="every 5s", timezone="UTC", catch_up=1, args={}, last_tick=None,
+                      next_tick=datetime.fromisoformat("2026-01-01T00:00:05+00:00"))
+    broken = ScheduleInfo(name="app:broken", expression="every 5s", timezone="UTC", catch_up=1, args={},
+                          last_tick=None, next_tick=None, problem="its next tick cannot be computed (boom)")
+    lines = schedule_table([ok, broken]).splitlines()
+    assert "2026-01-01 00:00:05+0000" in next(line for line in lines if line.startswith("app:ok"))
+    assert next(line for line in lines if line.startswith("app:broken")).rstrip().endswith("-")
+    assert lines[-1] == "app:broken: its next tick cannot be computed (boom)"

@@ -10,6 +10,7 @@ worker killed mid-tick leaves no row, and the next one takes the tick.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,10 +20,11 @@ import psycopg
 from pgqueue.config import ConnectionConfig
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError
+from pgqueue.ids import new_id
 from pgqueue.jobs import Job
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.storage import is_transient
-from pgqueue.store import Store
+from pgqueue.store import ScheduleState, Store
 
 __all__ = ["Scheduler", "declared_schedules"]
 
@@ -53,6 +55,7 @@ class Scheduler:
         self._schedules = list(schedules)
         #: Ticks this scheduler enqueued (others were enqueued by other workers).
         self.enqueued = 0
+        self._envelopes: dict[str, tuple[Schedule, Envelope]] | None = None
 
     async def run(self) -> None:
         """Tick, sleep until the next tick is due (by the database clock), repeat."""
@@ -73,31 +76,57 @@ class Scheduler:
             await asyncio.sleep(sleep)
 
     async def tick(self) -> float:
-        """Enqueue every due tick once; returns the seconds until the next one (at most MAX_SLEEP)."""
-        schedules = {schedule.job_name: (job_type, schedule) for job_type, schedule in self._schedules}
+        """Enqueue every due tick once; returns the seconds until the next one (at most MAX_SLEEP).
+
+        Each schedule is ticked on its own: one whose args cannot be dispatched or whose ticks
+        cannot be computed is logged by name and skipped, and the others go on. Only database
+        faults that concern every schedule (the connection, a transient error) propagate.
+        """
+        prepared = self._prepared()
+        if not prepared:
+            return MAX_SLEEP
+        schedules = [schedule for schedule, _ in prepared.values()]
         states = await self._store.schedule_sync(
-            list(schedules), [s.expression for _, s in schedules.values()],
-            [s.timezone for _, s in schedules.values()], [s.catch_up for _, s in schedules.values()])
+            [s.job_name for s in schedules], [s.expression for s in schedules],
+            [s.timezone for s in schedules], [s.catch_up for s in schedules])
         wait = MAX_SLEEP
         now: datetime | None = None
         for state in states:
-            job_type, schedule = schedules[state.name]
             now = state.now
-            # Ticks after the last enqueued one, but never from before the schedule took its
-            # current form (first seen, or changed by a deploy).
-            after = state.changed_at if state.last_tick is None else max(state.last_tick, state.changed_at)
-            for tick in schedule.due_ticks(after, state.now):
+            try:
+                wait = min(wait, await self._tick_one(state, *prepared[state.name]))
+            except Exception as exc:
+                if is_transient(exc):
+                    raise
+                logger.error("pgqueue scheduler: schedule of job %r failed (%s: %s); its ticks are skipped, the "
+                             "other schedules go on", state.name, type(exc).__name__, exc)
+        # A little after the tick, so that the database clock has passed it when we look.
+        return max(wait, 0.0) + 0.01 if now is not None else MAX_SLEEP
+
+    async def _tick_one(self, state: ScheduleState, schedule: Schedule, envelope: Envelope) -> float:
+        """Enqueue the due ticks of one schedule; the seconds until its next tick."""
+        # Ticks after the last enqueued one, but never from before the schedule took its
+        # current form (first seen, or changed by a deploy).
+        after = state.changed_at if state.last_tick is None else max(state.last_tick, state.changed_at)
+        for tick in schedule.due_ticks(after, state.now):
+            text = dataclasses.replace(envelope, id=new_id()).encode(self._config.max_payload_bytes)
+            if await self._store.enqueue_tick(schedule.job_name, tick, text) is not None:
+                self.enqueued += 1
+        return (schedule.next_tick(state.now) - state.now).total_seconds()
+
+    def _prepared(self) -> dict[str, tuple[Schedule, Envelope]]:
+        """Each schedule with the envelope of its ticks, checked once as a dispatch checks one; a
+        schedule whose args do not fit its job is logged by name (once) and left out."""
+        if self._envelopes is None:
+            self._envelopes = {}
+            for job_type, schedule in self._schedules:
                 try:
                     job = job_type.from_args(dict(schedule.args))
                     envelope = Envelope.build(job, self._config, queue=None, priority=None)
-                    text = envelope.encode(self._config.max_payload_bytes)
+                    envelope.encode(self._config.max_payload_bytes)
                 except QueueError as exc:
-                    # One schedule's bad args must not stop the others (nor the worker).
-                    logger.error("pgqueue scheduler: job %r: its schedule_args cannot be dispatched (%s); "
-                                 "tick %s skipped: fix schedule_args and deploy", schedule.job_name, exc, tick)
+                    logger.error("pgqueue scheduler: job %r: its schedule_args cannot be dispatched (%s); the "
+                                 "schedule does not tick: fix schedule_args and deploy", schedule.job_name, exc)
                     continue
-                if await self._store.enqueue_tick(schedule.job_name, tick, text) is not None:
-                    self.enqueued += 1
-            wait = min(wait, (schedule.next_tick(state.now) - state.now).total_seconds())
-        # A little after the tick, so that the database clock has passed it when we look.
-        return max(wait, 0.0) + 0.01 if now is not None else MAX_SLEEP
+                self._envelopes[schedule.job_name] = (schedule, envelope)
+        return self._envelopes
