@@ -26,6 +26,10 @@ MAX_LEASE_SECONDS = 31_536_000.0
 #: Longer periods read better as a cron expression (``"0 3 1 1 *"``: every 1 January).
 MAX_SCHEDULE_INTERVAL_SECONDS = 31_536_000
 
+#: The longest period a schedule is registered with (``pgqueue.schedules.period_seconds``, the most
+#: seconds between two of its ticks): 100 years. cronsim finds no tick after 50 years without one.
+MAX_SCHEDULE_PERIOD_SECONDS = 3_155_760_000
+
 #: The most missed ticks one schedule may enqueue after downtime (``schedule_catch_up``).
 MAX_CATCH_UP = 1000
 

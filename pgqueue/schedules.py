@@ -15,21 +15,29 @@ and ``pgqueue.enqueue_tick``.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
 from pgqueue.errors import QueueConfigurationError
-from pgqueue.limits import MAX_CATCH_UP, MAX_SCHEDULE_INTERVAL_SECONDS
+from pgqueue.limits import MAX_CATCH_UP, MAX_SCHEDULE_INTERVAL_SECONDS, MAX_SCHEDULE_PERIOD_SECONDS
 
 __all__ = ["MAX_CATCH_UP", "Schedule", "schedule_of"]
 
 _SECOND = timedelta(seconds=1)
+_DAY = 86400
+_INTERVAL = re.compile(r"every ([0-9]+)s")
+#: The days scanned for the longest gap between two days a cron expression runs on: the year
+#: before today and the eleven after it (leap years and most weekday-of-month patterns repeat).
+_SCANNED_DAYS = 12 * 366
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,46 @@ class Schedule:
             raise QueueConfigurationError(
                 f"{where} {self.every!r}: its ticks cannot be computed ({type(exc).__name__}: {exc}); "
                 "no time in the 50 years around now matches it") from None
+
+    @classmethod
+    def registered(cls, job_name: str, expression: str, timezone: str, catch_up: int) -> Schedule:
+        """The schedule as ``pgqueue.schedules`` holds it (``expression``: cron text or ``every <n>s``)."""
+        interval = _INTERVAL.fullmatch(expression)
+        every: str | timedelta = timedelta(seconds=int(interval[1])) if interval else expression
+        return cls(job_name=job_name, every=every, timezone=timezone, catch_up=catch_up)
+
+    @functools.cached_property
+    def period_seconds(self) -> int:
+        """The most seconds between two consecutive ticks, as registered with the schedule: the
+        database refuses a tick older than ``catch_up`` periods.
+
+        An interval's own length; for a cron expression an upper bound computed from its fields:
+        the longest gap between two days it runs on (scanned over the year before today and the
+        eleven after; 100 years if it runs on fewer than two of them) less the span of its times
+        of day, or the longest gap within a day. In a timezone other than UTC, a daylight-saving
+        change may skip every tick of one hour of a day and repeat another hour, which is counted
+        too.
+        """
+        if isinstance(self.every, timedelta):
+            return self.every // _SECOND
+        sim = CronSim(self.every, datetime(2000, 1, 1, tzinfo=UTC))
+        times = sorted({hour * 3600 + minute * 60 for hour in sim.hours for minute in sim.minutes})
+        start = date.today() - timedelta(days=366)
+        days = [n for n in range(_SCANNED_DAYS)
+                if (day := start + timedelta(days=n)).month in sim.months and sim.match_day(day)]
+        day_gap = max((b - a for a, b in itertools.pairwise(days)), default=MAX_SCHEDULE_PERIOD_SECONDS // _DAY)
+
+        def longest(kept: list[int]) -> int:
+            within = max((b - a for a, b in itertools.pairwise(kept)), default=0)
+            return max(within, day_gap * _DAY - (kept[-1] - kept[0]))
+
+        gap = longest(times)
+        if self.timezone != "UTC":
+            for hour in range(24):  # the hour a spring-forward day skips: its ticks do not happen
+                kept = [t for t in times if t // 3600 != hour]
+                gap = max(gap, longest(kept) if kept else 2 * day_gap * _DAY)
+            gap += 3600  # the hour a fall-back day repeats
+        return min(gap, MAX_SCHEDULE_PERIOD_SECONDS)
 
     @property
     def expression(self) -> str:

@@ -189,10 +189,17 @@ class Unforeseen(Schedule):
         raise ValueError("year 2739765 is out of range")
 
 
+class UnforeseenJob(EverySecond, register=False):
+    name = "tests.schedules.unforeseen"
+
+
 async def test_one_schedule_that_fails_alone_does_not_stop_the_others(dsn: str,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
     unforeseen = Unforeseen(job_name="tests.schedules.unforeseen", every=timedelta(seconds=1))
-    scheduler, conn = await _scheduler(dsn, EverySecondCatchUp, BadRegion, schedules=[(EverySecond, unforeseen)])
+    # A schedule whose job template the database refuses (its job's name is not the schedule's).
+    misnamed = Schedule(job_name="tests.schedules.misnamed", every=timedelta(seconds=1))
+    scheduler, conn = await _scheduler(dsn, EverySecondCatchUp, BadRegion,
+                                       schedules=[(UnforeseenJob, unforeseen), (EverySecond, misnamed)])
     try:
         with caplog.at_level(logging.ERROR, logger="pgqueue.scheduler"):
             await scheduler.tick()  # first sight: recorded, nothing due yet
@@ -212,6 +219,9 @@ async def test_one_schedule_that_fails_alone_does_not_stop_the_others(dsn: str,
     # Args that do not fit are found once, when the schedule registers, not at each tick.
     [bad] = [m for m in messages if "tests.schedules.bad_region" in m]
     assert "schedule_args cannot be dispatched" in bad and "must be str, given int 7" in bad
+    [refused] = [m for m in messages if "tests.schedules.misnamed" in m]
+    assert "the database refuses to register its schedule" in refused and "the other schedules go on" in refused
+    assert 'its "name" must be the schedule\'s, got "tests.schedules.every_second"' in refused
 
 
 class NoNextTick(Schedule):
@@ -276,6 +286,23 @@ async def test_catch_up_after_a_ten_tick_outage(dsn: str, job_type: type[Job]) -
     else:
         assert 10 <= len(ticks) <= 12  # every missed second (one or two more if the clock moved on)
         assert ticks == [last_tick + timedelta(seconds=n) for n in range(1, len(ticks) + 1)]
+
+
+async def test_a_tick_dated_2099_does_not_stop_an_every_second_schedule(dsn: str) -> None:
+    # Issue 24 item 9: revision 0003's enqueue_tick took any tick, and the scheduler counted on from
+    # the latest one, so a tick dated 2099 stopped the schedule until 2099.
+    scheduler, conn = await _scheduler(dsn, EverySecondCatchUp)
+    try:
+        await scheduler.tick()
+        await conn.execute("update pgqueue.schedules set changed_at = now() - interval '1 hour'")
+        await conn.execute("insert into pgqueue.schedule_ticks (schedule, tick, job_id)"
+                           " values (%s, '2099-01-01 00:00+00', gen_random_uuid())", (EverySecondCatchUp.name,))
+        await scheduler.tick()
+    finally:
+        await conn.close()
+        await scheduler._store.pool.close()
+    assert scheduler.enqueued == EverySecondCatchUp.schedule_catch_up
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == EverySecondCatchUp.schedule_catch_up
 
 
 async def test_many_schedulers_racing_enqueue_each_tick_once(dsn: str) -> None:

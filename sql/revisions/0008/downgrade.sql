@@ -1,2 +1,13 @@
 -- pgqueue revision 0008, downgrade to 0007: undoes 0008_schema.sql and its functions; the
 -- migration then runs the frozen copies of the functions 0008 replaced, as 0007 had them.
+
+-- Periodic jobs (issue 24, part C): back to 0003's enqueue_tick and schedule_sync, which the
+-- migration runs after this file; the registered periods and templates are dropped.
+drop function pgqueue.enqueue_tick(text, timestamptz);
+drop function pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[]);
+drop function pgqueue.schedule_state(text[]);
+alter table pgqueue.schedules
+    drop constraint schedules_period_positive,
+    drop constraint schedules_template_object,
+    drop column period_seconds,
+    drop column template;
