@@ -735,6 +735,14 @@ class Store:
             row = await cur.fetchone()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
+    async def prune_ticks_and_keys(self, batch: int) -> tuple[int, int]:
+        """Delete one batch of schedule ticks before their catch-up window (the latest of each
+        kept) and of expired unique keys whose job is gone; returns how many of each."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("prune_ticks_and_keys"), (batch,))
+            row = await cur.fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     # ----------------------------------------------------------------- history
     async def job_stats(self, *, queue: str | None, name: str | None, since: datetime | None,
                         until: datetime | None, limit: int) -> list[JobStatsRow]:

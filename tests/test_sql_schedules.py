@@ -13,9 +13,14 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from pgqueue import Schedule, limits
+from pgqueue import Client, Schedule, limits
+from pgqueue.worker import maintenance
+from pgqueue.worker.maintenance import Maintenance
 from tests.helpers import envelope
 from tests.sql_calls import Conn, rows, scalar
+from tests.worker_support import client
+
+__all__ = ["client"]
 
 REGISTER = "select * from pgqueue.schedule_sync(%s::text[], %s::text[], %s::text[], %s::integer[], %s::bigint[], " \
            "%s::jsonb[])"
@@ -172,3 +177,45 @@ def test_registering_again_changes_the_form_only_when_the_form_changes(conn: Con
     assert scalar(conn, "select template->'args' from pgqueue.schedules") == {"n": 2}
     [changed] = register(conn, "app:s", "every 10s", period=10)
     assert changed["changed_at"] > first["changed_at"] and changed["expression"] == "every 10s"
+
+
+async def test_maintenance_prunes_the_ticks_and_keys_no_guarantee_needs_in_batches(
+        client: Client, conn: Conn, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before revision 0008 both tables only grew: a 1 s schedule adds 86,400 ticks a day.
+    register(conn, "app:minutely", "every 60s", catch_up=2, period=60)  # window: 2 * 60 + 60 s
+    register(conn, "app:stopped", "every 60s", catch_up=1, period=60)   # removed from the code long ago
+    conn.execute(b"insert into pgqueue.schedules (name, expression, timezone, catch_up)"
+                 b" values ('app:before_0008', 'every 60s', 'UTC', 1)")  # no period: its window is unknown
+    now = aligned(conn, 60)
+    ago = [now - timedelta(minutes=m) for m in (600, 500, 400, 300, 200, 100, 2, 1, 0)]
+    for schedule, ticks in (("app:minutely", ago), ("app:stopped", ago[:3]), ("app:before_0008", ago[:2])):
+        for tick in ticks:
+            conn.execute(b"insert into pgqueue.schedule_ticks (schedule, tick, job_id)"
+                         b" values (%s, %s, gen_random_uuid())", (schedule, tick))
+    conn.execute(b"insert into pgqueue.schedule_ticks (schedule, tick, job_id)"  # dated ahead before 0008
+                 b" values ('app:minutely', '2099-01-01 00:00+00', gen_random_uuid())")
+    running = scalar(conn, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
+    conn.execute(b"insert into pgqueue.unique_keys (key, job_id, expires_at) values"
+                 b" ('expired, job gone', gen_random_uuid(), now() - interval '1 hour'),"
+                 b" ('expired, job gone too', gen_random_uuid(), now() - interval '1 second'),"
+                 b" ('expired, job still there', %s, now() - interval '1 hour'),"
+                 b" ('period not over', gen_random_uuid(), now() + interval '1 hour')", (running,))
+    monkeypatch.setattr(maintenance, "PRUNE_BATCH", 2)
+    store = await client._store(client.settings.connection(None))  # the worker's own door
+    pruning = Maintenance(store, None, interval=1, grace=0)
+    assert await pruning.prune_ticks_and_keys() == (6 + 2, 2)
+    assert pruning.pruned_ticks_and_keys == (8, 2)
+    left = rows(conn, "select schedule, array_agg(tick order by tick) as ticks from pgqueue.schedule_ticks"
+                      " group by schedule order by schedule")
+    assert [(r["schedule"], r["ticks"]) for r in left] == [
+        ("app:before_0008", ago[:2]),            # kept: no period yet
+        ("app:minutely", [*ago[6:], datetime.fromisoformat("2099-01-01T00:00:00+00:00")]),  # the window, and after
+        ("app:stopped", ago[2:3])]               # the latest, which the scheduler counts on from
+    assert [r["key"] for r in rows(conn, "select key from pgqueue.unique_keys order by key")] == [
+        "expired, job still there", "period not over"]
+    # What was pruned cannot come back: the database refuses those ticks.
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="older than its catch-up window"):
+        conn.execute(TICK.encode(), ("app:minutely", ago[5]))
+    assert await pruning.prune_ticks_and_keys() == (0, 0)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="batch must be >= 1"):
+        conn.execute(b"select * from pgqueue.prune_ticks_and_keys(0)")

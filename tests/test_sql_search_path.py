@@ -329,6 +329,7 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.schedule_state(array['s'])")
             call("select pgqueue.enqueue_tick('s', date_trunc('second', clock_timestamp()) + interval '1 second')")
             call("select pgqueue.enqueue_tick('s', now() - interval '1 day')", refused=True)
+            call("select * from pgqueue.prune_ticks_and_keys(100)")
         if scalar(conn, "select to_regprocedure('pgqueue.prune_history(double precision, double precision, integer)')"
                         " is not null"):
             # Revision 0005: the history (ack with timings and a kept copy), its pruning.

@@ -22,7 +22,7 @@ depends_on: str | Sequence[str] | None = None
 # Path under sql/ -> SHA-256 of the file as shipped, in the order they run.
 FILES = {
     "revisions/0008/0008_schema.sql":
-        "220deeabc03db02b741046583141245760c11758990eeaab6f00944f039b9f3d",
+        "85819bc783dcdb079b37d0ef28df074432204d2ba64fc14fce1e8fc49fde721e",
     # Periodic jobs: ticks the database decides from the registered schedule (issue 24, part C).
     "revisions/0008/functions/schedule_state.sql":
         "759eb21fdeec04542316a7d510d807b9142fe2229a89037d42c909bc3abb9645",
@@ -30,12 +30,15 @@ FILES = {
         "2a7b217a6ba5fd2a9cb2b73879fd08a68a278368c9bb84627813e159eba15870",
     "revisions/0008/functions/enqueue_tick.sql":
         "7722ea4bfff6f984bfd43580b3d0ee85799b06abb1ac6a2344d395bdfa8d2006",
+    # Schedule ticks and expired unique keys are pruned by the workers' maintenance.
+    "revisions/0008/functions/prune_ticks_and_keys.sql":
+        "460040336cd770b97c2e31b0361830fa44abc50cbc49decc0d38a05baf28b623",
 }
 
 # The downgrade to 0007: drop what 0008 added, then the frozen copies of what it replaced.
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
-        "1aa6c3f5b3af03406b07ad8ba38a1556abeee7c00db4ac64e307a3f973d53c90",
+        "ba1de6bfa5cd9a2b23f5533ad8b0c254e5345c305f3c6ae1285894edb9dd89e9",
     # Periodic jobs: 0003's schedule_sync and enqueue_tick again.
     "revisions/0003/functions/schedule_sync.sql":
         "a468bb76d40df4da9445cb5245fdfa90bc692ee54a4f3554684dbd695dcc0255",

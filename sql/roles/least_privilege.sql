@@ -3,7 +3,8 @@
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique), and register
 --                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, extend, heartbeat, fail, snooze,
---                     next_due, prune_history, schedule_state, enqueue_tick (periodic jobs); LISTEN
+--                     next_due, prune_history, prune_ticks_and_keys, schedule_state, enqueue_tick (periodic
+--                     jobs); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -103,6 +104,8 @@ alter function pgqueue.fail(uuid, bigint, text, text, text, text, double precisi
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.prune_history(double precision, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_ticks_and_keys(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.next_due(text[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.retry_failed(uuid)
@@ -157,6 +160,7 @@ grant execute on function
     pgqueue.release(uuid, bigint, double precision, double precision, double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision),
     pgqueue.prune_history(double precision, double precision, integer),
+    pgqueue.prune_ticks_and_keys(integer),
     pgqueue.next_due(text[]),
     pgqueue.snooze(uuid, bigint, double precision),
     pgqueue.schedule_state(text[]),

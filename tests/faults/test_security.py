@@ -182,6 +182,7 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert scalar_as(w, "select count(*) from pgqueue.schedule_state(array['app:tick'])") == 1
         assert scalar_as(w, "select pgqueue.enqueue_tick('app:tick', date_trunc('second', clock_timestamp())"
                             " + interval '1 second') is not null") is True
+        assert scalar_as(w, "select ticks_deleted + keys_deleted from pgqueue.prune_ticks_and_keys(100)") == 0
         assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(w, "select * from pgqueue.jobs")
         assert refused(w, "update pgqueue.jobs set token = null")

@@ -19,3 +19,7 @@ alter table pgqueue.schedules
 -- without a template (schedule_sync); their replacements have other arguments.
 drop function pgqueue.enqueue_tick(text, timestamptz, jsonb);
 drop function pgqueue.schedule_sync(text[], text[], text[], integer[]);
+
+-- Expired unique keys are pruned by pgqueue.prune_ticks_and_keys (the workers' maintenance),
+-- oldest first: found through this index instead of a scan of every key held.
+create index unique_keys_expires_at_idx on pgqueue.unique_keys (expires_at);

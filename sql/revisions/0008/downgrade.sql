@@ -11,3 +11,7 @@ alter table pgqueue.schedules
     drop constraint schedules_template_object,
     drop column period_seconds,
     drop column template;
+
+-- Pruning of schedule ticks and expired unique keys (issue 24, part C).
+drop function pgqueue.prune_ticks_and_keys(integer);
+drop index pgqueue.unique_keys_expires_at_idx;
