@@ -29,7 +29,7 @@ FILES = {
     "revisions/0008/functions/schedule_sync.sql":
         "2a7b217a6ba5fd2a9cb2b73879fd08a68a278368c9bb84627813e159eba15870",
     "revisions/0008/functions/enqueue_tick.sql":
-        "7722ea4bfff6f984bfd43580b3d0ee85799b06abb1ac6a2344d395bdfa8d2006",
+        "423173d8904102b350d8f4ac0084a81364523e7b1e56fb755bd3c2d1228b2c9a",
     # Schedule ticks and expired unique keys are pruned by the workers' maintenance.
     "revisions/0008/functions/prune_ticks_and_keys.sql":
         "460040336cd770b97c2e31b0361830fa44abc50cbc49decc0d38a05baf28b623",

@@ -31,7 +31,7 @@ declare
 begin
     select * into v_schedule from pgqueue.schedules s where s.name = p_schedule;
     if not found then
-        raise exception 'pgqueue.enqueue_tick: no schedule named % is registered (workers register the schedules of their code with pgqueue.schedule_sync)',
+        raise exception 'pgqueue.enqueue_tick: no schedule named % is registered (pgqueue.schedule_sync registers one, with the template of its jobs)',
                         coalesce(quote_literal(p_schedule), 'null')
             using errcode = '22023';
     end if;
