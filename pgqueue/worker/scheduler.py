@@ -129,11 +129,12 @@ class Scheduler:
         if not registrations:
             return MAX_SLEEP
         states = await self._states(registrations)
-        for name in sorted(set(registrations) - {state.name for state in states} if not self.registers else ()):
-            self._note(("unregistered", name), logging.WARNING,
-                       "pgqueue scheduler: job %r: its schedule is not registered in pgqueue.schedules, and this "
-                       "worker's role may not register it: it does not tick until `pgqueue schedule:sync` registers "
-                       "it (run as a role that may enqueue: pgqueue_producer, or the owner)", name)
+        if not self.registers:
+            for name in sorted(set(registrations) - {state.name for state in states}):
+                self._note(("unregistered", name), logging.WARNING,
+                           "pgqueue scheduler: job %r: its schedule is not registered in pgqueue.schedules, and this "
+                           "worker's role may not register it: it does not tick until `pgqueue schedule:sync` "
+                           "registers it (run as a role that may enqueue: pgqueue_producer, or the owner)", name)
         wait = MAX_SLEEP
         now: datetime | None = None
         for state in states:
