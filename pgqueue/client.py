@@ -46,7 +46,7 @@ from pgqueue.store import (
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
-from pgqueue.worker.scheduler import declared_schedules
+from pgqueue.worker.scheduler import declared_schedules, registration, sync_arguments
 
 __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_default_client"]
 
@@ -435,10 +435,42 @@ class Client:
             return []
         store = await self._store(config)
         found = {row.name: row for row in await store.schedule_ticks([s.job_name for _, s in declared])}
-        return [ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone, catch_up=s.catch_up,
-                             args=dict(s.args), last_tick=found[s.job_name].last_tick,
-                             next_tick=s.next_tick(found[s.job_name].now))
-                for _, s in declared]
+        listed = []
+        for _, s in declared:
+            row = found[s.job_name]
+            next_tick, problem = None, None
+            try:
+                next_tick = s.next_tick(row.now)
+            except Exception as exc:  # one schedule that cannot be computed does not hide the others
+                problem = f"its next tick cannot be computed ({type(exc).__name__}: {exc})"
+            listed.append(ScheduleInfo(name=s.job_name, expression=s.expression, timezone=s.timezone,
+                                       catch_up=s.catch_up, args=dict(s.args), last_tick=row.last_tick,
+                                       next_tick=next_tick, problem=problem))
+        return listed
+
+    async def sync_schedules(self, connection: str | None = None) -> list[ScheduleInfo]:
+        """Register the periodic jobs registered in this process for a connection, with the template
+        of their jobs, in ``pgqueue.schedules`` (``pgqueue.schedule_sync``); returns them as
+        :meth:`schedules` does (without reading ``pgqueue.schedule_ticks``, which a producer may not).
+
+        What a worker whose role may register schedules does when it starts; a worker whose role
+        may not (``pgqueue_worker``) ticks what this registered. The role must be one that may
+        enqueue (``pgqueue_producer``, or the owner): a registered template enqueues its job at
+        every tick. Every schedule is checked (its args as a dispatch checks them) before any is
+        registered: a :class:`~pgqueue.QueuePayloadError` or
+        :class:`~pgqueue.QueueConfigurationError` naming the job registers nothing.
+        """
+        config = self.settings.connection(connection)
+        declared = declared_schedules(self._scheduled_jobs(config), config.name)
+        if not declared:
+            return []
+        registrations = [registration(job_type, schedule, config) for job_type, schedule in declared]
+        store = await self._store(config)
+        states = await store.register_schedules(*sync_arguments(registrations))
+        return [ScheduleInfo(name=r.schedule.job_name, expression=state.expression, timezone=state.timezone,
+                             catch_up=state.catch_up, args=dict(r.schedule.args), last_tick=state.last_tick,
+                             next_tick=r.schedule.next_tick(state.now))
+                for r, state in zip(registrations, states, strict=True)]
 
     # ------------------------------------------------------------- failed jobs
     async def failed(self, connection: str | None = None) -> FailedJobRepository:
@@ -684,14 +716,18 @@ class ScheduleInfo:
     catch_up: int
     args: dict[str, Any]
     last_tick: datetime | None
-    next_tick: datetime
+    #: None when it cannot be computed (then ``problem`` says why).
+    next_tick: datetime | None
+    #: What is wrong with this schedule (its next tick cannot be computed), or None.
+    problem: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         """JSON-ready: times as ISO 8601 strings."""
         return {"name": self.name, "expression": self.expression, "timezone": self.timezone,
                 "catch_up": self.catch_up, "args": self.args,
                 "last_tick": None if self.last_tick is None else self.last_tick.isoformat(),
-                "next_tick": self.next_tick.isoformat()}
+                "next_tick": None if self.next_tick is None else self.next_tick.isoformat(),
+                "problem": self.problem}
 
 
 _default: Client | None = None

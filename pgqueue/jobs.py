@@ -181,7 +181,13 @@ class Job:
                 f"got {cls.unique_by!r}")
         cls.unique_by = tuple(cls.unique_by)
         if cls.schedule is not None:
-            schedule_of(cls)  # a bad expression or timezone fails at import, not in the worker
+            # A bad expression, timezone or schedule_args field fails at import, not in the worker.
+            schedule_of(cls)
+            if cls.retry_until is not Job.retry_until:
+                raise QueueConfigurationError(
+                    f"job {cls.name!r}: a periodic job cannot define retry_until(): the envelope of its ticks is "
+                    "registered once with its schedule, so a deadline computed per dispatch would be frozen at "
+                    "registration; bound its runs with timeout and tries instead")
         if register:
             existing = _REGISTRY.get(cls.name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:

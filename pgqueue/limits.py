@@ -22,6 +22,17 @@ MAX_DELAY_SECONDS = 315_360_000.0
 MIN_LEASE_SECONDS = 0.001
 MAX_LEASE_SECONDS = 31_536_000.0
 
+#: The longest interval of a periodic job declared as a ``datetime.timedelta``: 365 days.
+#: Longer periods read better as a cron expression (``"0 3 1 1 *"``: every 1 January).
+MAX_SCHEDULE_INTERVAL_SECONDS = 31_536_000
+
+#: The longest period a schedule is registered with (``pgqueue.schedules.period_seconds``, the most
+#: seconds between two of its ticks): 100 years. cronsim finds no tick after 50 years without one.
+MAX_SCHEDULE_PERIOD_SECONDS = 3_155_760_000
+
+#: The most missed ticks one schedule may enqueue after downtime (``schedule_catch_up``).
+MAX_CATCH_UP = 1000
+
 #: The longest queue name, in characters.
 MAX_QUEUE_NAME_LENGTH = 200
 

@@ -66,9 +66,15 @@ class UniqueDispatch:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleState:
-    """One row of ``pgqueue.schedule_sync``: the database clock and a schedule's tick bookkeeping."""
+    """One row of ``pgqueue.schedule_state`` (and ``pgqueue.schedule_sync``): a schedule as
+    registered, whether its job template is (``has_template``), the database clock, when the
+    schedule took its current form and its latest enqueued tick not after that clock."""
 
     name: str
+    expression: str
+    timezone: str
+    catch_up: int
+    has_template: bool
     now: datetime
     changed_at: datetime
     last_tick: datetime | None
@@ -398,17 +404,37 @@ class Store:
         return results
 
     async def schedule_sync(self, names: list[str], expressions: list[str], timezones: list[str],
-                            catch_ups: list[int]) -> list[ScheduleState]:
-        """Declare a worker's schedules; the database clock, change time and last tick of each."""
+                            catch_ups: list[int], periods: list[int], templates: list[str]) -> list[ScheduleState]:
+        """Register schedules with their periods and job templates (JSON text); the state of each.
+
+        Lets psycopg errors through (the scheduler tells a role that may not register from the
+        rest); :meth:`register_schedules` is the same for people.
+        """
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("schedule_sync"), (names, expressions, timezones, catch_ups))
+            cur = await conn.execute(query("schedule_sync"),
+                                     (names, expressions, timezones, catch_ups, periods, templates))
             rows = await cur.fetchall()
         return [ScheduleState(*row) for row in rows]
 
-    async def enqueue_tick(self, schedule: str, tick: datetime, envelope: str) -> uuid.UUID | None:
-        """Enqueue the job of one tick, exactly once; None when the tick was enqueued before."""
+    async def register_schedules(self, names: list[str], expressions: list[str], timezones: list[str],
+                                 catch_ups: list[int], periods: list[int], templates: list[str]
+                                 ) -> list[ScheduleState]:
+        """:meth:`schedule_sync`, raising :class:`~pgqueue.QueueError` subclasses."""
+        with storage_errors("registering schedules"):
+            return await self.schedule_sync(names, expressions, timezones, catch_ups, periods, templates)
+
+    async def schedule_state(self, names: list[str]) -> list[ScheduleState]:
+        """The registered schedules among ``names``, as :meth:`schedule_sync` returns them; marks them seen."""
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query("enqueue_tick"), (schedule, tick, envelope))
+            cur = await conn.execute(query("schedule_state"), (names,))
+            rows = await cur.fetchall()
+        return [ScheduleState(*row) for row in rows]
+
+    async def enqueue_tick(self, schedule: str, tick: datetime) -> uuid.UUID | None:
+        """Enqueue the job of one tick (built by the database from the registered template),
+        exactly once; None when the tick was enqueued before."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("enqueue_tick"), (schedule, tick))
             row = await cur.fetchone()
         return None if row is None else row[0]
 
@@ -725,6 +751,14 @@ class Store:
         returns how many of each."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(query("prune_history"), (stats_retention, completed_retention, batch))
+            row = await cur.fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    async def prune_ticks_and_keys(self, batch: int) -> tuple[int, int]:
+        """Delete one batch of schedule ticks before their catch-up window (the latest of each
+        kept) and of expired unique keys whose job is gone; returns how many of each."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("prune_ticks_and_keys"), (batch,))
             row = await cur.fetchone()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 

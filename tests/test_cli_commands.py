@@ -27,7 +27,7 @@ SIGN_IN, NIGHTLY_LOGIN = "cli_secret:sign_in", "cli_secret:nightly_login"
 
 COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forget", "queue:flush",
             "queue:prune-failed", "queue:clear", "queue:cancel", "queue:pause", "queue:resume", "queue:limit",
-            "queue:status", "queue:dispatch", "schedule:list", "demo", "embedded"]
+            "queue:status", "queue:dispatch", "schedule:list", "schedule:sync", "demo", "embedded"]
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:

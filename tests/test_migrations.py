@@ -8,12 +8,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from alembic.script import ScriptDirectory
+from psycopg.types.json import Jsonb
 
 from pgqueue import migrate
 from pgqueue.migration_support import FrozenFileChangedError, checksum, frozen_text
@@ -435,3 +437,40 @@ def test_0002_stops_on_jobs_no_worker_can_serve_and_changes_nothing(empty_dsn: s
     migrate.upgrade(empty_dsn)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert sorted(r["id"] for r in reserve(conn, ["fixed"], 5)) == sorted(stuck)
+
+
+def test_0008_keeps_the_schedules_of_a_database_in_use_and_downgrading_restores_0007(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0007")
+    at_0007 = schema_snapshot(empty_dsn)
+    schedules = b"select name, expression, timezone, catch_up, changed_at from pgqueue.schedules"
+    ticks = b"select schedule, tick, job_id from pgqueue.schedule_ticks order by tick"
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # a worker of revision 0003 ticked a schedule
+        conn.execute(b"select * from pgqueue.schedule_sync(array['app:beat'], array['every 5s'], array['UTC'],"
+                     b" array[100])")
+        conn.execute(b"update pgqueue.schedules set changed_at = now() - interval '1 hour'")
+        last = conn.execute(b"select to_timestamp(floor(extract(epoch from now()) / 5) * 5 - 5)").fetchone()[0]  # type: ignore[index]
+        conn.execute(b"select pgqueue.enqueue_tick('app:beat', %s, %s)", (last, Jsonb(envelope(name="app:beat"))))
+        kept, kept_ticks = conn.execute(schedules).fetchall(), conn.execute(ticks).fetchall()
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert (conn.execute(schedules).fetchall(), conn.execute(ticks).fetchall()) == (kept, kept_ticks)
+        [state] = conn.execute(b"select has_template, last_tick from pgqueue.schedule_state(array['app:beat'])")
+        assert state == (False, last)
+        # No template yet: it does not tick until registered again (a worker that may does it at start) ...
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="registered before revision 0008"):
+            conn.execute(b"select pgqueue.enqueue_tick('app:beat', %s)", (last + timedelta(seconds=5),))
+        template = {k: v for k, v in envelope(name="app:beat").items() if k != "id"}
+        conn.execute(b"select * from pgqueue.schedule_sync(array['app:beat'], array['every 5s'], array['UTC'],"
+                     b" array[100], array[5]::bigint[], array[%s]::jsonb[])", (Jsonb(template),))
+        # ... and then goes on from its last tick: the same form keeps its change time.
+        assert conn.execute(schedules).fetchall() == kept
+        assert conn.execute(b"select pgqueue.enqueue_tick('app:beat', %s) is not null",
+                            (last + timedelta(seconds=5),)).fetchone() == (True,)
+        kept_ticks = conn.execute(ticks).fetchall()
+    migrate.downgrade(empty_dsn, "pgqueue_0007")
+    assert _version(empty_dsn) == ["pgqueue_0007"]
+    assert schema_snapshot(empty_dsn) == at_0007
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert (conn.execute(schedules).fetchall(), conn.execute(ticks).fetchall()) == (kept, kept_ticks)
+    migrate.upgrade(empty_dsn)
+    _works(empty_dsn)

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
 
-from pgqueue import Job, JobContext, QueueConfigurationError, Schedule, job, schedule_of
+import pgqueue.client
+from pgqueue import Client, Job, JobContext, QueueConfigurationError, Schedule, job, schedule_of
 from pgqueue.store import Store
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
-from tests.worker_support import Spawned, rows, scalar, settings_for, spawn, wait_until
+from tests.worker_support import Spawned, client, rows, scalar, settings_for, spawn, wait_until
 
-__all__ = ["spawn"]
+__all__ = ["client", "spawn"]
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -103,7 +105,65 @@ def test_bad_schedules_fail_at_declaration() -> None:
     _REGISTRY.pop(nightly.name)
 
 
-async def _scheduler(dsn: str, job_type: type[Job]) -> tuple[Scheduler, psycopg.AsyncConnection[tuple[object, ...]]]:
+def test_the_issues_endless_interval_and_other_bad_intervals_are_refused_at_declaration() -> None:
+    # Issue 24 item 7: accepted at import, it then stopped every schedule of the worker.
+    with pytest.raises(QueueConfigurationError, match=r"schedule datetime.timedelta\(days=999999999\) must be a "
+                                                      r"whole number of seconds from 1 to 31536000 \(365 days\)"):
+        @job(schedule=timedelta(days=999_999_999))
+        async def forever() -> None: ...
+    for bad in (timedelta(days=365, seconds=1), timedelta(0), timedelta(seconds=-5), timedelta(seconds=1.5)):
+        with pytest.raises(QueueConfigurationError, match="whole number of seconds from 1 to 31536000"):
+            Schedule(job_name="x", every=bad)
+    longest = Schedule(job_name="x", every=timedelta(days=365))
+    assert longest.expression == "every 31536000s"
+    assert longest.next_tick(datetime(2026, 1, 1, tzinfo=UTC)).timestamp() % (365 * 86400) == 0
+
+
+@pytest.mark.parametrize(("every", "words"), [
+    ("* * * * * *", "it has 6 fields, not minute hour day-of-month month day-of-week (a seconds field is not "
+                    "supported: for a schedule of less than a minute use a datetime.timedelta)"),
+    ("0 3 * *", "it has 4 fields"),
+    ("@daily", "it has 1 fields"),
+    ("", "it has 0 fields"),
+    ("0 0 30 2 *", "Bad day-of-month"),  # 30 February: never
+])
+def test_a_cron_expression_of_other_than_5_valid_fields_is_refused(every: str, words: str) -> None:
+    # A 6-field expression used to tick every second, while the README promised 5 fields.
+    with pytest.raises(QueueConfigurationError, match="is not a 5-field cron expression") as caught:
+        Schedule(job_name="x", every=every)
+    assert words in str(caught.value)
+
+
+def test_schedule_args_that_name_no_field_or_lack_one_are_refused_at_declaration() -> None:
+    with pytest.raises(QueueConfigurationError, match=r"job 'tests.schedules.typo': schedule_args has an unknown "
+                                                      r"field 'regoin'; the job's fields are region"):
+        class Typo(Job, register=False):
+            name = "tests.schedules.typo"
+            schedule = "0 3 * * *"
+            schedule_args = {"regoin": "eu"}
+            region: str
+    with pytest.raises(QueueConfigurationError, match="schedule_args lacks the required field 'region'"):
+        @job(name="tests.schedules.lacking", schedule="0 3 * * *")
+        async def lacking(region: str) -> None: ...
+    with pytest.raises(QueueConfigurationError, match="cannot define retry_until"):
+        class Deadline(EverySecond, register=False):
+            name = "tests.schedules.deadline"
+
+            def retry_until(self) -> float | None:
+                return 0.0
+
+    @job(name="tests.schedules.defaulted", schedule="0 3 * * *")
+    async def defaulted(region: str = "eu") -> None: ...
+
+    found = schedule_of(defaulted)  # type: ignore[arg-type]
+    assert found is not None and dict(found.args) == {}
+    from pgqueue.jobs import _REGISTRY
+
+    _REGISTRY.pop(defaulted.name)
+
+
+async def _scheduler(dsn: str, *job_types: type[Job], schedules: Sequence[tuple[type[Job], Schedule]] = ()
+                     ) -> tuple[Scheduler, psycopg.AsyncConnection[tuple[object, ...]]]:
     from psycopg_pool import AsyncConnectionPool
 
     settings = settings_for(dsn)
@@ -111,8 +171,88 @@ async def _scheduler(dsn: str, job_type: type[Job]) -> tuple[Scheduler, psycopg.
         dsn, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await pool.open()
     config = settings.connection(None)
-    scheduler = Scheduler(Store(pool), config, declared_schedules([job_type], config.name))
+    scheduler = Scheduler(Store(pool), config, [*declared_schedules(list(job_types), config.name), *schedules])
     return scheduler, await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+
+
+class BadRegion(Nightly, register=False):
+    """Args that name the job's field but do not fit its type: refused when the schedule registers."""
+
+    name = "tests.schedules.bad_region"
+    schedule_args = {"region": 7}
+
+
+class Unforeseen(Schedule):
+    """A schedule that passed every check and still fails when its ticks are computed."""
+
+    def due_ticks(self, after: datetime, now: datetime) -> list[datetime]:
+        raise ValueError("year 2739765 is out of range")
+
+
+class UnforeseenJob(EverySecond, register=False):
+    name = "tests.schedules.unforeseen"
+
+
+async def test_one_schedule_that_fails_alone_does_not_stop_the_others(dsn: str,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    unforeseen = Unforeseen(job_name="tests.schedules.unforeseen", every=timedelta(seconds=1))
+    # A schedule whose job template the database refuses (its job's name is not the schedule's).
+    misnamed = Schedule(job_name="tests.schedules.misnamed", every=timedelta(seconds=1))
+    scheduler, conn = await _scheduler(dsn, EverySecondCatchUp, BadRegion,
+                                       schedules=[(UnforeseenJob, unforeseen), (EverySecond, misnamed)])
+    try:
+        with caplog.at_level(logging.ERROR, logger="pgqueue.scheduler"):
+            await scheduler.tick()  # first sight: recorded, nothing due yet
+            await conn.execute("update pgqueue.schedules set changed_at = now() - interval '1 hour'")
+            await scheduler.tick()
+            await conn.execute("update pgqueue.schedules set changed_at = now() - interval '2 hours'")
+            await scheduler.tick()
+    finally:
+        await conn.close()
+        await scheduler._store.pool.close()
+    ticked = await rows(dsn, "select distinct schedule from pgqueue.schedule_ticks")
+    assert [r["schedule"] for r in ticked] == ["tests.schedules.every_second_catch_up"]
+    messages = [r.getMessage() for r in caplog.records]
+    # The one that fails at run time is named each time it fails; the others go on.
+    assert sum("'tests.schedules.unforeseen'" in m and "year 2739765 is out of range" in m
+               and "the other schedules go on" in m for m in messages) >= 2
+    # Args that do not fit are found once, when the schedule registers, not at each tick.
+    [bad] = [m for m in messages if "tests.schedules.bad_region" in m]
+    assert "schedule_args cannot be dispatched" in bad and "must be str, given int 7" in bad
+    [refused] = [m for m in messages if "tests.schedules.misnamed" in m]
+    assert "the database refuses to register its schedule" in refused and "the other schedules go on" in refused
+    assert 'its "name" must be the schedule\'s, got "tests.schedules.every_second"' in refused
+
+
+class NoNextTick(Schedule):
+    """A schedule that passed every check and whose next tick still cannot be computed."""
+
+    def next_tick(self, now: datetime) -> datetime:
+        raise OverflowError("date value out of range")
+
+
+async def test_schedule_list_shows_a_schedule_that_cannot_be_computed_beside_the_others(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: one such schedule made Client.schedules() raise, and `schedule:list` exit 1.
+    @job(name="tests.schedules.listed_nightly", schedule="0 3 * * *")
+    async def listed_nightly() -> None: ...
+
+    def declared(job_types: Sequence[type[Job]], connection: str) -> list[tuple[type[Job], Schedule]]:
+        return [(listed_nightly, schedule_of(listed_nightly)),  # type: ignore[list-item,arg-type]
+                (EverySecond, NoNextTick(job_name="tests.schedules.listed_broken", every=timedelta(seconds=5)))]
+
+    monkeypatch.setattr(pgqueue.client, "declared_schedules", declared)
+    from pgqueue.jobs import _REGISTRY
+
+    try:
+        listed = {s.name: s for s in await client.schedules()}
+    finally:
+        _REGISTRY.pop(listed_nightly.name)
+    assert listed["tests.schedules.listed_nightly"].next_tick is not None
+    broken = listed["tests.schedules.listed_broken"]
+    assert broken.next_tick is None
+    assert broken.problem == "its next tick cannot be computed (OverflowError: date value out of range)"
+    assert broken.to_data()["problem"] == broken.problem
 
 
 @pytest.mark.parametrize("job_type", [EverySecond, EverySecondCatchUp], ids=["default", "catch_up=100"])
@@ -146,6 +286,23 @@ async def test_catch_up_after_a_ten_tick_outage(dsn: str, job_type: type[Job]) -
     else:
         assert 10 <= len(ticks) <= 12  # every missed second (one or two more if the clock moved on)
         assert ticks == [last_tick + timedelta(seconds=n) for n in range(1, len(ticks) + 1)]
+
+
+async def test_a_tick_dated_2099_does_not_stop_an_every_second_schedule(dsn: str) -> None:
+    # Issue 24 item 9: revision 0003's enqueue_tick took any tick, and the scheduler counted on from
+    # the latest one, so a tick dated 2099 stopped the schedule until 2099.
+    scheduler, conn = await _scheduler(dsn, EverySecondCatchUp)
+    try:
+        await scheduler.tick()
+        await conn.execute("update pgqueue.schedules set changed_at = now() - interval '1 hour'")
+        await conn.execute("insert into pgqueue.schedule_ticks (schedule, tick, job_id)"
+                           " values (%s, '2099-01-01 00:00+00', gen_random_uuid())", (EverySecondCatchUp.name,))
+        await scheduler.tick()
+    finally:
+        await conn.close()
+        await scheduler._store.pool.close()
+    assert scheduler.enqueued == EverySecondCatchUp.schedule_catch_up
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == EverySecondCatchUp.schedule_catch_up
 
 
 async def test_many_schedulers_racing_enqueue_each_tick_once(dsn: str) -> None:

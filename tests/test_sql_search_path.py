@@ -330,8 +330,14 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             held = call("select * from pgqueue.reserve(array['u'], 2, 60)")
             call("select pgqueue.snooze(%s, %s, 5)", (held[0]["id"], held[0]["token"]))
             call("select pgqueue.release(%s, %s, 0)", (held[1]["id"], held[1]["token"]))
-            call("select * from pgqueue.schedule_sync(array['s'], array['every 1s'], array['UTC'], array[1])")
-            call("select pgqueue.enqueue_tick('s', now(), %s)", (Jsonb(envelope("u")),))
+            # Revision 0008: a schedule registered with its job's template, read back and ticked.
+            template = {**{k: v for k, v in envelope("u").items() if k != "id"}, "name": "s"}
+            call("select * from pgqueue.schedule_sync(array['s'], array['every 1s'], array['UTC'], array[1], "
+                 "array[1]::bigint[], array[%s]::jsonb[])", (Jsonb(template),))
+            call("select * from pgqueue.schedule_state(array['s'])")
+            call("select pgqueue.enqueue_tick('s', date_trunc('second', clock_timestamp()) + interval '1 second')")
+            call("select pgqueue.enqueue_tick('s', now() - interval '1 day')", refused=True)
+            call("select * from pgqueue.prune_ticks_and_keys(100)")
         if scalar(conn, "select to_regprocedure('pgqueue.prune_history(double precision, double precision, integer)')"
                         " is not null"):
             # Revision 0005: the history (ack with timings and a kept copy), its pruning.

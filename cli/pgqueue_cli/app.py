@@ -785,6 +785,39 @@ def schedule_list(
     typer.echo(render.schedule_table(schedules))
 
 
+@app.command("schedule:sync", short_help="Register the periodic jobs of --app (a deploy step for least privilege).")
+@reports_errors
+def schedule_sync(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    connection: Annotated[str | None, typer.Option(
+        "--connection", metavar="NAME", help="Named connection (default: the default one).")] = None,
+    apps: Apps = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Register the periodic jobs the --app modules declare, with the envelope of their jobs, in
+    pgqueue.schedules; workers then tick them as registered. Workers whose role may register do
+    it when they start; run this, as a role that may enqueue (pgqueue_producer, or the owner),
+    after each deploy that adds or changes a schedule when workers run as pgqueue_worker."""
+    settings = pgqueue.load_settings(dsn=dsn)
+    import_apps(app_modules(apps, settings))
+    found = target(dsn, connection)
+
+    async def register() -> list[pgqueue.ScheduleInfo]:
+        async with found.client() as q:
+            return await q.sync_schedules(found.connection.name)
+
+    schedules = asyncio.run(register())
+    if as_json:
+        typer.echo(json.dumps([s.to_data() for s in schedules], indent=2))
+        return
+    if not schedules:
+        typer.echo("no periodic jobs declared (pass the module that defines them with --app)")
+        return
+    typer.echo(render.schedule_table(schedules))
+    typer.echo(f"registered {len(schedules)} schedule{'s' if len(schedules) != 1 else ''}")
+
+
 # ------------------------------------------------------------------------ embedded
 @embedded_app.command("status")
 @reports_errors

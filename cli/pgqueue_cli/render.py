@@ -206,5 +206,7 @@ def schedule_table(schedules: Sequence[ScheduleInfo]) -> str:
     for s in schedules:
         zone = ZoneInfo(s.timezone)
         last = "-" if s.last_tick is None else s.last_tick.astimezone(zone).strftime(_LOCAL)
-        rows.append([s.name, s.expression, s.timezone, last, s.next_tick.astimezone(zone).strftime(_LOCAL)])
-    return table(headers, rows)
+        upcoming = "-" if s.next_tick is None else s.next_tick.astimezone(zone).strftime(_LOCAL)
+        rows.append([s.name, s.expression, s.timezone, last, upcoming])
+    problems = [f"{s.name}: {s.problem}" for s in schedules if s.problem is not None]
+    return "\n".join([table(headers, rows), *problems])

@@ -6,8 +6,9 @@ that when it runs; when it is off server-wide, disabled for the table, or laggin
 the worker does it itself, deferring to autovacuum whenever autovacuum keeps up.
 
 The history (``pgqueue.job_stats``) and the kept completed jobs (``pgqueue.completed_jobs``)
-are pruned after their retention, in batches, at most once a minute per worker; concurrent
-workers skip each other's rows.
+are pruned after their retention, and the schedule ticks and unique keys no guarantee needs any
+more (``pgqueue.prune_ticks_and_keys``), in batches, at most once a minute per worker;
+concurrent workers skip each other's rows.
 """
 
 from __future__ import annotations
@@ -97,8 +98,12 @@ class Maintenance:
         self._pruned_at: float | None = None
         #: Rows deleted by :meth:`prune`: (job_stats, completed_jobs).
         self.pruned = (0, 0)
-        #: Set once pruning was refused for lack of privilege: this worker no longer prunes.
+        #: Rows deleted by :meth:`prune_ticks_and_keys`: (schedule_ticks, unique_keys).
+        self.pruned_ticks_and_keys = (0, 0)
+        #: Set once pruning was refused for lack of privilege: this worker no longer prunes the history.
         self.prune_refused = False
+        #: Likewise for the schedule ticks and unique keys.
+        self.prune_ticks_and_keys_refused = False
         #: Set once VACUUM was refused for lack of privilege: maintenance has stopped.
         self.refused = False
 
@@ -130,16 +135,28 @@ class Maintenance:
         Prunes the history first when ``prune_interval`` has passed since the last prune.
         """
         now = time.monotonic()
-        if not self.prune_refused and (self._pruned_at is None or now - self._pruned_at >= self.prune_interval):
+        if self._pruned_at is None or now - self._pruned_at >= self.prune_interval:
             self._pruned_at = now
-            try:
-                await self.prune()
-            except pg_errors.InsufficientPrivilege as exc:
-                self.prune_refused = True
-                logger.warning(
-                    "pgqueue: this worker's role may not prune pgqueue.job_stats and pgqueue.completed_jobs (%s); "
-                    "run sql/roles/least_privilege.sql again after migrating (it grants pgqueue.prune_history to "
-                    "pgqueue_worker), or prune them as the owner", exc.diag.message_primary or exc)
+            if not self.prune_refused:
+                try:
+                    await self.prune()
+                except pg_errors.InsufficientPrivilege as exc:
+                    self.prune_refused = True
+                    logger.warning(
+                        "pgqueue: this worker's role may not prune pgqueue.job_stats and pgqueue.completed_jobs "
+                        "(%s); run sql/roles/least_privilege.sql again after migrating (it grants "
+                        "pgqueue.prune_history to pgqueue_worker), or prune them as the owner",
+                        exc.diag.message_primary or exc)
+            if not self.prune_ticks_and_keys_refused:
+                try:
+                    await self.prune_ticks_and_keys()
+                except pg_errors.InsufficientPrivilege as exc:
+                    self.prune_ticks_and_keys_refused = True
+                    logger.warning(
+                        "pgqueue: this worker's role may not prune pgqueue.schedule_ticks and pgqueue.unique_keys "
+                        "(%s); run sql/roles/least_privilege.sql again after migrating (it grants "
+                        "pgqueue.prune_ticks_and_keys to pgqueue_worker), or prune them as the owner",
+                        exc.diag.message_primary or exc)
         if self.refused or self._dsn is None:
             return False
         health = await self.check()
@@ -164,6 +181,22 @@ class Maintenance:
             logger.info("pgqueue: pruned %d rows of pgqueue.job_stats and %d of pgqueue.completed_jobs past their "
                         "retention", stats, completed)
         return stats, completed
+
+    async def prune_ticks_and_keys(self) -> tuple[int, int]:
+        """Delete the schedule ticks before their schedule's catch-up window (the latest of each
+        is kept) and the expired unique keys whose job is gone, in batches of :data:`PRUNE_BATCH`
+        (at most :data:`PRUNE_BATCHES` of them); returns how many rows of each were deleted."""
+        ticks = keys = 0
+        for _ in range(PRUNE_BATCHES):
+            t, k = await self._store.prune_ticks_and_keys(PRUNE_BATCH)
+            ticks, keys = ticks + t, keys + k
+            if t < PRUNE_BATCH and k < PRUNE_BATCH:
+                break
+        self.pruned_ticks_and_keys = (self.pruned_ticks_and_keys[0] + ticks, self.pruned_ticks_and_keys[1] + keys)
+        if ticks or keys:
+            logger.info("pgqueue: pruned %d rows of pgqueue.schedule_ticks and %d of pgqueue.unique_keys that no "
+                        "guarantee needs any more", ticks, keys)
+        return ticks, keys
 
     async def vacuum(self, health: TableHealth) -> bool:
         """VACUUM the table under the advisory lock; False if another session holds the lock

@@ -1,1 +1,1 @@
-select pgqueue.enqueue_tick(%s::text, %s::timestamptz, %s::jsonb)
+select pgqueue.enqueue_tick(%s::text, %s::timestamptz)

@@ -1,2 +1,2 @@
--- The schedules a worker's code declares: database clock, change time and last tick of each.
-select * from pgqueue.schedule_sync(%s::text[], %s::text[], %s::text[], %s::integer[])
+-- Register schedules with their periods and job templates; the state of each (pgqueue.schedule_state's columns).
+select * from pgqueue.schedule_sync(%s::text[], %s::text[], %s::text[], %s::integer[], %s::bigint[], %s::jsonb[])

@@ -1,10 +1,11 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
---   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique); nothing else
+--   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique), and register
+--                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
---                     heartbeat, fail, snooze, next_due, prune_history, schedule_sync, enqueue_tick (periodic
---                     jobs), cancelled (is a cancel notification real?); read queue_stats (the metrics' queue
---                     depths); LISTEN
+--                     heartbeat, fail, snooze, next_due, prune_history, prune_ticks_and_keys, schedule_state,
+--                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
+--                     (the metrics' queue depths); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -14,6 +15,9 @@
 -- producer can insert a job only through enqueue's validation and can never read another
 -- job's args; a worker can change a job only through the fenced functions (no UPDATE that
 -- skips the token check); only operators read failures, which may hold business data.
+-- Registering a schedule registers the envelope its ticks enqueue, so it is the producer's (who
+-- may enqueue any job anyway), not the worker's: a worker ticks only registered schedules, with
+-- the ticks the database accepts (pgqueue.enqueue_tick builds each job from the template).
 --
 -- Run it as the role that owns the pgqueue schema (the one that ran `pgqueue migrate`), in
 -- the application's database, after every migration (a migration that replaces a function
@@ -105,6 +109,8 @@ alter function pgqueue.fail(uuid, bigint, text, text, text, text, double precisi
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.prune_history(double precision, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_ticks_and_keys(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.next_due(text[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.retry_failed(uuid)
@@ -121,9 +127,11 @@ alter function pgqueue.enqueue_unique(jsonb, double precision, text, text, doubl
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.snooze(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
-alter function pgqueue.schedule_sync(text[], text[], text[], integer[])
+alter function pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
     security definer set search_path = pg_catalog, pg_temp;
-alter function pgqueue.enqueue_tick(text, timestamp with time zone, jsonb)
+alter function pgqueue.schedule_state(text[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_tick(text, timestamp with time zone)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.cancel(uuid)
     security definer set search_path = pg_catalog, pg_temp;
@@ -139,7 +147,8 @@ grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_opera
 grant execute on function
     pgqueue.enqueue(jsonb, double precision),
     pgqueue.enqueue_many(jsonb, double precision[]),
-    pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision)
+    pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision),
+    pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
 to pgqueue_producer;
 
 grant execute on function
@@ -158,10 +167,11 @@ grant execute on function
     pgqueue.release(uuid, bigint, double precision, double precision, double precision),
     pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision),
     pgqueue.prune_history(double precision, double precision, integer),
+    pgqueue.prune_ticks_and_keys(integer),
     pgqueue.next_due(text[]),
     pgqueue.snooze(uuid, bigint, double precision),
-    pgqueue.schedule_sync(text[], text[], text[], integer[]),
-    pgqueue.enqueue_tick(text, timestamp with time zone, jsonb)
+    pgqueue.schedule_state(text[]),
+    pgqueue.enqueue_tick(text, timestamp with time zone)
 to pgqueue_worker;
 
 grant execute on function

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import re
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,10 +18,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from pgqueue import Client
+from pgqueue import Client, Job
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.worker.depth import DepthSampler
 from pgqueue.worker.instruments import Recorder
+from pgqueue.worker.scheduler import Scheduler, declared_schedules
 from tests.faults.fault_jobs import EchoJob, LedgerJob
 from tests.faults.harness import REPO, FaultReport, fault_settings, scalar
 from tests.faults.ledger import check_ledger
@@ -171,15 +176,19 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         await worker.run(stop_when_empty=True)
         assert (worker.stats.acked, worker.stats.failed) == (3, 1)
         w = roles["worker"]
-        # Snoozing a job and ticking schedules are the worker's too (revision 0003's functions).
+        # Snoozing a job and ticking registered schedules are the worker's too; registering a
+        # schedule with the template of its jobs is the producer's (revision 0008).
         assert scalar_as(w, "select pgqueue.snooze(gen_random_uuid(), 1, 5)") == "not_yours"
-        assert scalar_as(w, "select count(*) from pgqueue.schedule_sync(array['app:tick'], array['* * * * *'], "
-                            "array['UTC'], array[1])") == 1
-        assert scalar_as(w, "select pgqueue.enqueue_tick('app:tick', '2026-01-01 00:00+00', %s) is not null",
-                         (Jsonb(envelope()),)) is True
         # A forced stop gives an interrupted attempt back (revision 0008's release_interrupted).
         assert scalar_as(w, "select pgqueue.release_interrupted(gen_random_uuid(), 1, null, null)") is False
         assert refused(p, "select pgqueue.release_interrupted(gen_random_uuid(), 1, null, null)")
+        register = (TICK_SCHEDULE, (Jsonb(tick_template("app:tick")),))
+        assert refused(w, *register)
+        assert scalar_as(p, *register) == 1
+        assert scalar_as(w, "select count(*) from pgqueue.schedule_state(array['app:tick'])") == 1
+        assert scalar_as(w, "select pgqueue.enqueue_tick('app:tick', date_trunc('second', clock_timestamp())"
+                            " + interval '1 second') is not null") is True
+        assert scalar_as(w, "select ticks_deleted + keys_deleted from pgqueue.prune_ticks_and_keys(100)") == 0
         assert refused(w, "select pgqueue.enqueue(%s)", (Jsonb(envelope()),))
         assert refused(w, "select * from pgqueue.jobs")
         assert refused(w, "update pgqueue.jobs set token = null")
@@ -249,6 +258,101 @@ async def test_a_least_privilege_worker_samples_queue_depths(dsn: str, roles: di
         await DepthSampler(w, recorder, interval=1.0).sample(conn)
     assert recorder.depth["default"]["failed"] == 1 and recorder.depth_sampled_at is not None
     assert refused(w, "select * from pgqueue.failed_jobs")  # the counts, not the failures
+#: Registers 'app:tick' as an every-second schedule, catch-up 5, with the template given.
+TICK_SCHEDULE = ("select count(*) from pgqueue.schedule_sync(array['app:tick'], array['every 1s'], array['UTC'], "
+                 "array[5], array[1]::bigint[], array[%s]::jsonb[])")
+
+
+def tick_template(name: str) -> dict[str, object]:
+    """The template of a schedule's jobs: an envelope without its id."""
+    return {**{k: v for k, v in envelope().items() if k != "id"}, "name": name}
+
+
+def test_the_worker_role_cannot_enqueue_through_ticks(dsn: str, roles: dict[str, str]) -> None:
+    # Issue 24 item 9: enqueue_tick took any envelope under any schedule name from the worker
+    # role (which may not enqueue), and a tick it dated 2099 stopped a 1 s schedule.
+    p, w = roles["producer"], roles["worker"]
+    template = tick_template("app:tick")
+    assert scalar_as(p, TICK_SCHEDULE, (Jsonb(template),)) == 1
+    assert scalar_as(dsn, "select to_regprocedure('pgqueue.enqueue_tick(text, timestamptz, jsonb)') is null") is True
+    tick = "select pgqueue.enqueue_tick(%s, %s::timestamptz)"
+    with psycopg.connect(w, autocommit=True) as conn:
+        now = conn.execute(b"select date_trunc('second', clock_timestamp())").fetchone()[0]  # type: ignore[index]
+        for schedule, when, words in [
+                ("app:tick", "2099-01-01 00:00+00", "tick 2099-01-01 00:00:00+00 is in the future"),
+                ("app:tick", now + timedelta(seconds=30), "is in the future"),
+                ("app:tick", "2020-01-01 00:00+00", "older than its catch-up window (5 tick(s) of at most 1 s"),
+                ("app:tick", now + timedelta(milliseconds=500), "has no tick at"),
+                ("app:tick", now - timedelta(seconds=30), "is not after the schedule took its current form"),
+                ("app:forged", now, "no schedule named 'app:forged' is registered")]:
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=re.escape(words)):
+                conn.execute(tick.encode(), (schedule, when))
+        due = now + timedelta(seconds=1)
+        [job_id] = conn.execute(tick.encode(), ("app:tick", due)).fetchone()  # type: ignore[misc]
+        assert conn.execute(tick.encode(), ("app:tick", due)).fetchone() == (None,)  # once per tick
+        # Nor may the worker register (or re-register) a template of its own.
+        assert refused(w, TICK_SCHEDULE, (Jsonb({**template, "args": {"command": "rm -rf /"}}),))
+    with psycopg.connect(dsn) as conn:
+        [(stored, count)] = conn.execute(b"select envelope, count(*) over () from pgqueue.jobs").fetchall()
+    assert count == 1 and uuid.UUID(stored["id"]) == job_id and job_id.version == 7
+    assert stored["schedule"] == "app:tick" and datetime.fromisoformat(stored["tick"]) == due
+    assert {k: v for k, v in stored.items() if k not in ("id", "schedule", "tick")} == template
+
+
+async def test_a_least_privilege_worker_ticks_the_schedules_as_the_producer_registered_them(
+        dsn: str, roles: dict[str, str], fault_pyproject: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from pgqueue.jobs import _REGISTRY
+
+    class Beat(Job):
+        name = "faults:beat"
+        schedule = timedelta(seconds=1)
+        schedule_catch_up = 5
+        schedule_args = {"n": 1}
+        n: int
+
+    class Unregistered(Job, register=False):
+        name = "faults:unregistered"
+        schedule = timedelta(seconds=1)
+
+    class BeatAsDeployedNext(Beat, register=False):  # the worker's code already says every 2 s
+        name = "faults:beat"
+        schedule = timedelta(seconds=2)
+
+    clients = {group: Client(settings=fault_settings(roles[group], fault_pyproject))
+               for group in ("producer", "worker")}
+    try:
+        [listed] = await clients["producer"].sync_schedules()
+        assert (listed.name, listed.expression, listed.catch_up, listed.args) == (
+            "faults:beat", "every 1s", 5, {"n": 1})
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(b"update pgqueue.schedules set changed_at = now() - interval '1 hour'")
+        worker = clients["worker"]
+        config = worker.settings.connection(None)
+        scheduler = Scheduler(await worker._store(config), config,
+                              declared_schedules([BeatAsDeployedNext, Unregistered], config.name))
+        with caplog.at_level(logging.WARNING, logger="pgqueue.scheduler"):
+            await scheduler.tick()
+            await scheduler.tick()
+    finally:
+        _REGISTRY.pop(Beat.name)
+        for client in clients.values():
+            await client.close()
+    assert not scheduler.registers
+    # Five ticks (the catch-up) of the registered form, a second apart: what the database accepts.
+    ticks = [r[0] for r in rows_of(dsn, "select tick from pgqueue.schedule_ticks order by tick")]
+    assert len(ticks) >= 5 and all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(ticks))
+    assert {r[0] for r in rows_of(dsn, "select envelope->>'name' from pgqueue.jobs")} == {"faults:beat"}
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("may not register schedules" in m and "pgqueue schedule:sync" in m for m in messages) == 1
+    assert sum("'faults:beat': its schedule is registered as 'every 1s'" in m and "declares 'every 2s'" in m
+               for m in messages) == 1
+    assert sum("'faults:unregistered': its schedule is not registered" in m for m in messages) == 1
+
+
+def rows_of(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    """The rows of ``statement``, run as the owner."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(statement.encode()).fetchall()
 
 
 def test_least_privilege_script_without_createrole_says_what_to_do(owned_server: EmbeddedPostgres) -> None:

@@ -6,3 +6,17 @@ drop function pgqueue.release_interrupted(uuid, bigint, double precision, double
 alter table pgqueue.job_stats drop column given_back;
 -- A cancel notification checked with the database (issue 24, item 8): new in 0008.
 drop function if exists pgqueue.cancelled(uuid[], bigint[]);
+-- Periodic jobs (issue 24, part C): back to 0003's enqueue_tick and schedule_sync, which the
+-- migration runs after this file; the registered periods and templates are dropped.
+drop function pgqueue.enqueue_tick(text, timestamptz);
+drop function pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[]);
+drop function pgqueue.schedule_state(text[]);
+alter table pgqueue.schedules
+    drop constraint schedules_period_positive,
+    drop constraint schedules_template_object,
+    drop column period_seconds,
+    drop column template;
+
+-- Pruning of schedule ticks and expired unique keys (issue 24, part C).
+drop function pgqueue.prune_ticks_and_keys(integer);
+drop index pgqueue.unique_keys_expires_at_idx;
