@@ -362,7 +362,7 @@ class Client:
         carrier = None
         if jobs and isinstance(jobs[0], Job) and tracing_active():  # one PRODUCER span for the batch
             first = type(jobs[0])
-            destination = queue or first.queue
+            destination = queue if queue is not None else first.queue
             if destination is None:
                 with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
                     destination = settings.connection(connection or first.connection).queue
@@ -459,7 +459,12 @@ class Client:
         return await store.retry_failed(failure_id)
 
     async def retry_failed_all(self, queue: str | None = None, connection: str | None = None) -> int:
-        """Retry every failure (of one queue, or all) still within its deadline; returns how many."""
+        """Retry every failure (of one queue, or all: None) still within its deadline; returns how many.
+
+        A ``queue`` the queue-name rule refuses (``""`` among them) raises QueueConfigurationError.
+        """
+        if queue is not None:
+            _checked_queue(queue, "nothing was retried")
         store = await self._store(self.settings.connection(connection))
         return await store.retry_failed_all(queue)
 
@@ -496,6 +501,8 @@ class Client:
                 raise QueueConfigurationError(f"history {label} must be a timezone-aware datetime, got {bound!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise QueueConfigurationError(f"history limit must be an integer >= 1, got {limit!r}")
+        if queue is not None:
+            _checked_queue(queue, "the history was not read", what="history queue filter: ")
         store = await self._store(self.settings.connection(connection))
         return await store.job_stats(queue=queue, name=name, since=since, until=until, limit=limit)
 
@@ -505,10 +512,14 @@ class Client:
         return await store.listening_workers()
 
     async def clear(self, queue: str | None = None, connection: str | None = None) -> int:
-        """Remove ready, delayed and reserved jobs of a queue (default: the connection's queue)."""
+        """Remove ready, delayed and reserved jobs of a queue (None: the connection's queue).
+
+        A name the queue-name rule refuses (``""`` among them) raises QueueConfigurationError
+        and removes nothing.
+        """
         config = self.settings.connection(connection)
-        store = await self._store(config)
-        return await store.clear(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was removed")
+        return await (await self._store(config)).clear(name)
 
     # ---------------------------------------------------------------- control
     async def cancel(self, job_id: uuid.UUID | str, connection: str | None = None) -> CancelOutcome:
@@ -531,16 +542,21 @@ class Client:
         """Stop every worker (every host) reserving from a queue; running jobs finish, dispatch goes on.
 
         Stored in the database: workers started later honour it too. Returns False if the queue
-        was already paused.
+        was already paused. ``queue`` None: the connection's queue; a name the queue-name rule
+        refuses (``""`` among them) raises QueueConfigurationError.
         """
         config = self.settings.connection(connection)
-        name = self._control_queue(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was changed")
         return await (await self._store(config)).pause(name)
 
     async def resume(self, queue: str | None = None, connection: str | None = None) -> bool:
-        """Let workers reserve from a paused queue again (idle ones wake at once); False if it was not paused."""
+        """Let workers reserve from a paused queue again (idle ones wake at once); False if it was not paused.
+
+        ``queue`` None: the connection's queue; a name the queue-name rule refuses raises QueueConfigurationError.
+        """
         config = self.settings.connection(connection)
-        return await (await self._store(config)).resume(self._control_queue(queue or config.queue))
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was changed")
+        return await (await self._store(config)).resume(name)
 
     async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
                          rate_limit: int | None = None, rate_period: float | None = None,
@@ -552,11 +568,12 @@ class Client:
         tokens (None: ``rate_limit``, the rate per period). One reservation takes up to
         min(free slots, tokens) jobs; any window of T seconds sees at most
         ``rate_limit * T / rate_period + burst`` reservations. None clears a limit. Takes
-        effect live.
+        effect live. ``queue`` None: the connection's queue; a name the queue-name rule refuses
+        raises QueueConfigurationError.
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
         config = self.settings.connection(connection)
-        name = self._control_queue(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
         await (await self._store(config)).set_limits(name, concurrency, rate_limit,
                                                      None if rate_period is None else float(rate_period), burst)
 
@@ -564,13 +581,6 @@ class Client:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""
         store = await self._store(self.settings.connection(connection))
         return await store.queue_controls()
-
-    @staticmethod
-    def _control_queue(name: str) -> str:
-        problem = queue_name_problem(name)
-        if problem is not None:
-            raise QueueConfigurationError(f"{problem}; nothing was changed")
-        return name
 
     async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
                      concurrency: int = 10, **options: Any) -> Worker:
@@ -581,14 +591,16 @@ class Client:
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
-        for name in queues or ():
+        # None, not an empty list, means the connection's queue: Worker refuses an empty list.
+        for name in queues if queues is not None else ():
             problem = queue_name_problem(name)
             if problem is not None:  # no job can be on such a queue: the worker would idle forever
                 raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         store = await self._store(config)
         if options.get("schedules", True) is True:
             options["schedules"] = self._scheduled_jobs(config)
-        return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
+        return Worker(config, store, dsn=config.dsn or self.dsn,
+                      queues=queues if queues is not None else (config.queue,),
                       concurrency=concurrency, **options)
 
     def _scheduled_jobs(self, config: ConnectionConfig) -> list[type[Job]]:
@@ -597,6 +609,14 @@ class Client:
         return [job_type for job_type in registered_jobs().values()
                 if getattr(job_type, "schedule", None) is not None
                 and (job_type.connection or default) == config.name]
+
+
+def _checked_queue(name: object, consequence: str, *, what: str = "") -> str:
+    """``name`` if the queue-name rule accepts it, else QueueConfigurationError with the rule's message."""
+    problem = queue_name_problem(name)
+    if problem is not None:
+        raise QueueConfigurationError(f"{what}{problem}; {consequence}")
+    return str(name)
 
 
 def _split_envelopes(array_text: str) -> list[str]:

@@ -22,13 +22,46 @@ depends_on: str | Sequence[str] | None = None
 # Path under sql/ -> SHA-256 of the file as shipped, in the order they run.
 FILES = {
     "revisions/0008/0008_schema.sql":
-        "33f43684001b7a629ba1b88c2cfc96fd02417208f9da2155e81480fda12ffbf3",
+        "a8a4dea01261201f92204d6df6d0850d5595ce6d849c03380bd43bbd381759bf",
+    # Queue names (issue 24 A): the tightened queue-name rule (shown first: the rule's messages
+    # call it), and the functions that inline it or take a queue name.
+    "revisions/0008/functions/shown.sql":
+        "91badb3fa29d6e596ad508aaad7cb70f3f52f76034ba457a8bafb65482b3aaa9",
+    "revisions/0008/functions/queue_name_problem.sql":
+        "6fca5cad0eb5093be0b393a8cca6d11c807a6878dd841057d1b9f8f67b3d9b49",
+    "revisions/0008/functions/enqueue.sql":
+        "a40e23ed88b8ab234b364db1900128576433d6ebbd2f5b578b57e3412b9ff3cf",
+    "revisions/0008/functions/enqueue_many.sql":
+        "a96b885d5aa40fe8e1591c75f2f9902a4addcf62b1af189231e1196de54487de",
+    "revisions/0008/functions/clear.sql":
+        "13a56e5e0a83482777e7cd5ba89dfcf3fd1f17b8e959cbc527f744a060341ad9",
+    "revisions/0008/functions/resume.sql":
+        "7da11cdba74c54f211a5bd91a5a09e2474c621b93152c92189fc3835dd51e6ee",
+    "revisions/0008/functions/retry_failed_all.sql":
+        "996416b3652e2a84bbfdc7e2cd54e806361de42e56845d900dee30a83ffff7a0",
+    "revisions/0008/functions/flush_failed.sql":
+        "69cd16df1e97b9dc69392c7c32f5bca79a38b8356f7c1726d141b1da8a2e4774",
 }
 
 # The downgrade to 0007: drop what 0008 added, then the frozen copies of what it replaced.
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
-        "3293c8f7d61866663df5df52c3426f9aa67006a000d9507c9c2750cf83419afc",
+        "457adb64fa9ddd22d9a8efe99ebf4cf8dde1b9e54b7ca58abd1634ab36f18a88",
+    # Queue names: the copies 0008 replaced.
+    "revisions/0002/functions/queue_name_problem.sql":
+        "6c4e2f98389431f32b1c1767ebbd49082eca5d0c5b87bb0483e60b1982c15903",
+    "revisions/0002/functions/enqueue.sql":
+        "5391e3f727b76646d4b19f7099e1c3264c5d85b74449d508b37f15741aef723d",
+    "revisions/0002/functions/enqueue_many.sql":
+        "7676f81b5d30f98bb5e4a8e21a9e09c7aa09dbd62b293fdb121e7f607bf24f1a",
+    "revisions/0002/functions/clear.sql":
+        "a69b597dd833f8470f4cbd2e069d3b04858e77243e58b5b42fd7a3f25b62beb4",
+    "revisions/0004/functions/resume.sql":
+        "74d3508c3c5e430a0454031838b20d0795e133688a894c14b1c2995a739f89bb",
+    "revisions/0002/functions/retry_failed_all.sql":
+        "b8be2c08f29fe4cd39a6b01f013df4eee27a5a2aac89e82fb53371ca63fcd2c8",
+    "revisions/0002/functions/flush_failed.sql":
+        "4233d2a17ba7c1fd5295e073afa71a602bcc117c2c41ad79b5ed0c847a6deb37",
 }
 
 

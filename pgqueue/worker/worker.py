@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import Job, registered_jobs
+from pgqueue.limits import queue_name_problem
 from pgqueue.store import Store
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
@@ -146,8 +147,12 @@ class Worker:
                  instruments: Instruments | None = None, metrics_interval: float | None = 15.0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
-        if not queues or any(not isinstance(q, str) or not q for q in queues):
-            raise QueueConfigurationError(f"worker queues must be non-empty names, got {queues!r}")
+        if isinstance(queues, str) or not queues:
+            raise QueueConfigurationError(f"worker queues must be a non-empty list of queue names, got {queues!r}")
+        for name in queues:
+            problem = queue_name_problem(name)
+            if problem is not None:  # no job can be on such a queue: the worker would idle forever
+                raise QueueConfigurationError(f"worker queues: {problem}")
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) \
                 or not 0 < poll_interval < math.inf:
             raise QueueConfigurationError(f"poll_interval must be a finite number of seconds > 0, "
