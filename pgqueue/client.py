@@ -31,7 +31,7 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
-from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
+from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, queue_name_problem, shown, unique_key_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
     CancelOutcome,
@@ -213,15 +213,14 @@ class Client:
         joins the caller's transaction; while another transaction holds the key uncommitted,
         this call waits for it to end.
         """
-        self._check_unique(key, scope, period)
+        period_seconds = self._check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
             raise QueueDispatchError(
                 f"job {envelope.name!r}: unique keys need a database connection; {config.name!r} runs jobs at dispatch")
         text = envelope.encode(config.max_payload_bytes)
-        what = f"dispatching job {envelope.name!r} with unique key {key!r}"
-        period_seconds = None if period is None else float(period)
+        what = f"dispatching job {envelope.name!r} with unique key {shown(key)}"
         if conn is not None:
             result = await Store.enqueue_unique_on(conn, text, delay, key, scope, period_seconds, what=what)
         else:
@@ -311,12 +310,16 @@ class Client:
             return []
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
         delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
-        for key in keys:
+        period_seconds = None
+        for position, key in enumerate(keys, 1):
             if key is not None:
-                self._check_unique(key, scope, period)
+                try:
+                    period_seconds = self._check_unique(key, scope, period)
+                except QueueConfigurationError as exc:
+                    raise QueueConfigurationError(
+                        f"dispatch_unique_many: key {position} of {len(keys)}: {exc}") from None
         texts = _split_envelopes(encoded.text)
         what = f"dispatching {len(jobs)} jobs with unique keys"
-        period_seconds = None if period is None else float(period)
         if conn is not None:
             return await Store.enqueue_unique_many_on(conn, texts, delays, list(keys), scope, period_seconds,
                                                       what=what)
@@ -324,16 +327,27 @@ class Client:
         return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
 
     @staticmethod
-    def _check_unique(key: object, scope: str, period: float | None) -> None:
-        if scope not in ("queued", "active", "period"):
+    def _check_unique(key: object, scope: object, period: object) -> float | None:
+        """Refuse what ``pgqueue.enqueue_unique`` would refuse, naming the value; the period as a float."""
+        if not isinstance(scope, str) or scope not in ("queued", "active", "period"):
             raise QueueConfigurationError(
                 f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
-            raise QueueConfigurationError(
-                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
+        problem = unique_key_problem(key)
+        if problem is not None:
+            raise QueueConfigurationError(f"{problem}; the job was not dispatched")
         if (scope == "period") != (period is not None):
             raise QueueConfigurationError(
-                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
+                f"unique scope 'period' needs period=<seconds> (and only it takes one), got scope {scope!r} and "
+                f"period {period!r}; the job was not dispatched")
+        if period is None:
+            return None
+        if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) \
+                or not 0 < period <= MAX_UNIQUE_PERIOD_SECONDS:
+            raise QueueConfigurationError(
+                f"unique period must be a finite number of seconds above 0 and at most "
+                f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
+                "the job was not dispatched")
+        return float(period)
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None) -> EncodedJobs:

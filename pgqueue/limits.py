@@ -52,6 +52,13 @@ QUEUE_NAME_EDGE_SPACE: tuple[tuple[int, int], ...] = (
     (0x205F, 0x205F), (0x3000, 0x3000),
 )
 
+#: The longest unique key, in bytes of UTF-8: PostgreSQL's unique index entries hold at most
+#: about 2,700 bytes, so a bound in characters (3 bytes each for CJK) could not keep keys under it.
+MAX_UNIQUE_KEY_BYTES = 1000
+
+#: The longest a unique key of scope ``period`` may be held, in seconds: 10 years, as a delay.
+MAX_UNIQUE_PERIOD_SECONDS = MAX_DELAY_SECONDS
+
 #: At most this many characters of a refused value are shown in an error message.
 SHOWN_CHARACTERS = 100
 
@@ -110,6 +117,24 @@ def queue_name_problem(name: object) -> str | None:
         return f"queue name {shown(name)} is not valid: it starts with white space ({_code_point(name[0])})"
     if _EDGE_SPACE.match(name[-1]):
         return f"queue name {shown(name)} is not valid: it ends with white space ({_code_point(name[-1])})"
+    return None
+
+
+def unique_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be a unique key, or None when it can: a key is a string of 1 to
+    :data:`MAX_UNIQUE_KEY_BYTES` bytes of UTF-8 (PostgreSQL stores no NUL and no unpaired
+    surrogate). ``pgqueue.enqueue_unique`` refuses the same keys with the same message."""
+    if not isinstance(key, str):
+        return f"a unique key must be a string, got {type(key).__name__} {_clipped_repr(key)}"
+    if "\x00" in key:
+        return f"unique key {shown(key)} contains U+0000 (NUL), which PostgreSQL cannot store"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return (f"unique key {shown(key)} contains {_code_point(key[exc.start])}, an unpaired surrogate, which is "
+                "not valid Unicode")
+    if not 1 <= size <= MAX_UNIQUE_KEY_BYTES:
+        return f"a unique key must be 1 to {MAX_UNIQUE_KEY_BYTES} bytes of UTF-8, got {size}: {shown(key)}"
     return None
 
 

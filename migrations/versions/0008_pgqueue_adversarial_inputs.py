@@ -23,8 +23,9 @@ depends_on: str | Sequence[str] | None = None
 FILES = {
     "revisions/0008/0008_schema.sql":
         "a8a4dea01261201f92204d6df6d0850d5595ce6d849c03380bd43bbd381759bf",
-    # Queue names (issue 24 A): the tightened queue-name rule (shown first: the rule's messages
-    # call it), and the functions that inline it or take a queue name.
+    # Queue names and unique keys (issue 24 A): the tightened queue-name rule (shown first: the
+    # rule's messages call it), the functions that inline it or take a queue name, and
+    # enqueue_unique bounded under REPEATABLE READ / SERIALIZABLE.
     "revisions/0008/functions/shown.sql":
         "91badb3fa29d6e596ad508aaad7cb70f3f52f76034ba457a8bafb65482b3aaa9",
     "revisions/0008/functions/queue_name_problem.sql":
@@ -33,6 +34,8 @@ FILES = {
         "a40e23ed88b8ab234b364db1900128576433d6ebbd2f5b578b57e3412b9ff3cf",
     "revisions/0008/functions/enqueue_many.sql":
         "a96b885d5aa40fe8e1591c75f2f9902a4addcf62b1af189231e1196de54487de",
+    "revisions/0008/functions/enqueue_unique.sql":
+        "7ff6ec7d8ee8fbfe56cd71e5d2d204e3258842ee34d4ab580522a1da369bbbdf",
     "revisions/0008/functions/clear.sql":
         "13a56e5e0a83482777e7cd5ba89dfcf3fd1f17b8e959cbc527f744a060341ad9",
     "revisions/0008/functions/resume.sql":
@@ -47,13 +50,15 @@ FILES = {
 DOWNGRADE_FILES = {
     "revisions/0008/downgrade.sql":
         "457adb64fa9ddd22d9a8efe99ebf4cf8dde1b9e54b7ca58abd1634ab36f18a88",
-    # Queue names: the copies 0008 replaced.
+    # Queue names and unique keys: the copies 0008 replaced.
     "revisions/0002/functions/queue_name_problem.sql":
         "6c4e2f98389431f32b1c1767ebbd49082eca5d0c5b87bb0483e60b1982c15903",
     "revisions/0002/functions/enqueue.sql":
         "5391e3f727b76646d4b19f7099e1c3264c5d85b74449d508b37f15741aef723d",
     "revisions/0002/functions/enqueue_many.sql":
         "7676f81b5d30f98bb5e4a8e21a9e09c7aa09dbd62b293fdb121e7f607bf24f1a",
+    "revisions/0003/functions/enqueue_unique.sql":
+        "4a02eca589f4912704b84b8771626971a24a3e2c8fce86c9737d90c26d23b9bb",
     "revisions/0002/functions/clear.sql":
         "a69b597dd833f8470f4cbd2e069d3b04858e77243e58b5b42fd7a3f25b62beb4",
     "revisions/0004/functions/resume.sql":
