@@ -9,11 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from pgqueue.errors import QueueConfigurationError
-from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
+from pgqueue.limits import MAX_FLUSH_HOURS, queue_name_problem
 from pgqueue.store import Store
-
-#: The oldest cut-off :meth:`FailedJobRepository.flush` takes, in hours (10 years).
-MAX_FLUSH_HOURS = MAX_DELAY_SECONDS / 3600
 
 
 def _queue_filter(queue: object, consequence: str) -> None:
@@ -94,7 +91,7 @@ class FailedJobRepository:
 
     async def flush(self, queue: str | None = None, older_than_hours: float | None = None) -> int:
         """Delete failure records (of one queue, or all; optionally only those older than
-        ``older_than_hours``, from 0 to :data:`MAX_FLUSH_HOURS`); returns how many."""
+        ``older_than_hours``, from 0 to :data:`~pgqueue.limits.MAX_FLUSH_HOURS`); returns how many."""
         _queue_filter(queue, "nothing was deleted")
         if older_than_hours is not None and (
                 isinstance(older_than_hours, bool) or not isinstance(older_than_hours, int | float)

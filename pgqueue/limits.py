@@ -22,6 +22,14 @@ MAX_DELAY_SECONDS = 315_360_000.0
 MIN_LEASE_SECONDS = 0.001
 MAX_LEASE_SECONDS = 31_536_000.0
 
+#: The largest whole number a stored function takes for a count (a PostgreSQL ``integer``): a
+#: queue's concurrency, rate and burst, the jobs one reservation asks for, a page of failures.
+MAX_SQL_INTEGER = 2_147_483_647
+
+#: The oldest cut-off for deleting failure records by age (``flush(older_than_hours=)``,
+#: ``queue:prune-failed --hours``), in hours: 10 years.
+MAX_FLUSH_HOURS = MAX_DELAY_SECONDS / 3600
+
 #: The longest queue name, in characters.
 MAX_QUEUE_NAME_LENGTH = 200
 
