@@ -41,8 +41,8 @@ MAX_QUEUE_NAME_LENGTH = 200
 #: A name holding one could look like another, or reorder the text around it in a terminal.
 #: Frozen here rather than read from :mod:`unicodedata`, whose data moves with the Python
 #: version: the rule is the same in every Python and in SQL (``sql/functions/queue_name_problem.sql``
-#: spells out the same ranges; tests/test_sql_hardening.py checks both, and that the ranges still
-#: cover those categories of the running Python's Unicode data).
+#: spells out the same ranges; tests/test_queue_names.py and tests/test_sql_hardening.py check
+#: both, and that the ranges still cover those categories of the running Python's Unicode data).
 QUEUE_NAME_REFUSED: tuple[tuple[int, int], ...] = (
     (0x0000, 0x001F), (0x007F, 0x009F), (0x00AD, 0x00AD), (0x034F, 0x034F), (0x0600, 0x0605),
     (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2),
@@ -116,8 +116,8 @@ def queue_name_problem(name: object) -> str | None:
     found = _FORBIDDEN.search(name)
     if found is not None:
         if found.group() == ",":
-            return (f"queue name {shown(name)} is not valid: it contains a comma, which separates queue "
-                    "names (--queue high,default)")
+            return (f"queue name {shown(name)} is not valid: a queue name may not contain a comma, which "
+                    "separates queue names (--queue high,default)")
         return (f"queue name {shown(name)} is not valid: it contains {_code_point(found.group())}, and a queue "
                 "name may not contain control, format or other invisible characters, nor line or paragraph "
                 "separators")

@@ -93,8 +93,8 @@ def test_messages_show_refused_characters_escaped_and_long_names_clipped() -> No
     assert limits.queue_name_problem("rlo\u202e") == (
         "queue name 'rlo\\u202e' is not valid: it contains U+202E, and a queue name may not contain control, "
         "format or other invisible characters, nor line or paragraph separators")
-    assert limits.queue_name_problem("a,b") == ("queue name 'a,b' is not valid: it contains a comma, which "
-                                                "separates queue names (--queue high,default)")
+    assert limits.queue_name_problem("a,b") == ("queue name 'a,b' is not valid: a queue name may not contain a "
+                                                "comma, which separates queue names (--queue high,default)")
     assert limits.queue_name_problem("x\u3000") == ("queue name 'x\\u3000' is not valid: it ends with white space "
                                                    "(U+3000)")
     assert limits.queue_name_problem("") == "a queue name must be 1 to 200 characters, got 0: ''"

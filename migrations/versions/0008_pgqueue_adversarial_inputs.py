@@ -29,7 +29,7 @@ FILES = {
     "revisions/0008/functions/shown.sql":
         "91badb3fa29d6e596ad508aaad7cb70f3f52f76034ba457a8bafb65482b3aaa9",
     "revisions/0008/functions/queue_name_problem.sql":
-        "6fca5cad0eb5093be0b393a8cca6d11c807a6878dd841057d1b9f8f67b3d9b49",
+        "e8ffe2dac9c7c6eb005b1682ed2105964b16697ce5789f625fd2e40ac4e8b9f4",
     "revisions/0008/functions/enqueue.sql":
         "a40e23ed88b8ab234b364db1900128576433d6ebbd2f5b578b57e3412b9ff3cf",
     "revisions/0008/functions/enqueue_many.sql":

@@ -22,7 +22,7 @@ as $$
         when length(p_name) not between 1 and 200 then
             format('a queue name must be 1 to 200 characters, got %s: %s', length(p_name), pgqueue.shown(p_name))
         when f.bad = ',' then
-            format('queue name %s is not valid: it contains a comma, which separates queue names '
+            format('queue name %s is not valid: a queue name may not contain a comma, which separates queue names '
                    '(--queue high,default)', pgqueue.shown(p_name))
         when f.bad is not null then
             format('queue name %s is not valid: it contains U+%s, and a queue name may not contain control, format '
