@@ -31,7 +31,7 @@ from pgqueue.errors import (
 )
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
-from pgqueue.limits import MAX_DELAY_SECONDS, queue_name_problem
+from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, queue_name_problem, shown, unique_key_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
     CancelOutcome,
@@ -213,15 +213,14 @@ class Client:
         joins the caller's transaction; while another transaction holds the key uncommitted,
         this call waits for it to end.
         """
-        self._check_unique(key, scope, period)
+        period_seconds = self._check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if config.driver == "sync":
             raise QueueDispatchError(
                 f"job {envelope.name!r}: unique keys need a database connection; {config.name!r} runs jobs at dispatch")
         text = envelope.encode(config.max_payload_bytes)
-        what = f"dispatching job {envelope.name!r} with unique key {key!r}"
-        period_seconds = None if period is None else float(period)
+        what = f"dispatching job {envelope.name!r} with unique key {shown(key)}"
         if conn is not None:
             result = await Store.enqueue_unique_on(conn, text, delay, key, scope, period_seconds, what=what)
         else:
@@ -311,12 +310,16 @@ class Client:
             return []
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
         delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
-        for key in keys:
+        period_seconds = None
+        for position, key in enumerate(keys, 1):
             if key is not None:
-                self._check_unique(key, scope, period)
+                try:
+                    period_seconds = self._check_unique(key, scope, period)
+                except QueueConfigurationError as exc:
+                    raise QueueConfigurationError(
+                        f"dispatch_unique_many: key {position} of {len(keys)}: {exc}") from None
         texts = _split_envelopes(encoded.text)
         what = f"dispatching {len(jobs)} jobs with unique keys"
-        period_seconds = None if period is None else float(period)
         if conn is not None:
             return await Store.enqueue_unique_many_on(conn, texts, delays, list(keys), scope, period_seconds,
                                                       what=what)
@@ -324,16 +327,27 @@ class Client:
         return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
 
     @staticmethod
-    def _check_unique(key: object, scope: str, period: float | None) -> None:
-        if scope not in ("queued", "active", "period"):
+    def _check_unique(key: object, scope: object, period: object) -> float | None:
+        """Refuse what ``pgqueue.enqueue_unique`` would refuse, naming the value; the period as a float."""
+        if not isinstance(scope, str) or scope not in ("queued", "active", "period"):
             raise QueueConfigurationError(
                 f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-        if not isinstance(key, str) or not 1 <= len(key) <= 1000:
-            raise QueueConfigurationError(
-                f"unique key must be a string of 1 to 1000 characters, got {key!r}; the job was not dispatched")
+        problem = unique_key_problem(key)
+        if problem is not None:
+            raise QueueConfigurationError(f"{problem}; the job was not dispatched")
         if (scope == "period") != (period is not None):
             raise QueueConfigurationError(
-                "unique scope 'period' needs period=<seconds> (and only it takes one); the job was not dispatched")
+                f"unique scope 'period' needs period=<seconds> (and only it takes one), got scope {scope!r} and "
+                f"period {period!r}; the job was not dispatched")
+        if period is None:
+            return None
+        if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) \
+                or not 0 < period <= MAX_UNIQUE_PERIOD_SECONDS:
+            raise QueueConfigurationError(
+                f"unique period must be a finite number of seconds above 0 and at most "
+                f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
+                "the job was not dispatched")
+        return float(period)
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None) -> EncodedJobs:
@@ -362,7 +376,7 @@ class Client:
         carrier = None
         if jobs and isinstance(jobs[0], Job) and tracing_active():  # one PRODUCER span for the batch
             first = type(jobs[0])
-            destination = queue or first.queue
+            destination = queue if queue is not None else first.queue
             if destination is None:
                 with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
                     destination = settings.connection(connection or first.connection).queue
@@ -492,7 +506,12 @@ class Client:
         return await store.retry_failed(failure_id)
 
     async def retry_failed_all(self, queue: str | None = None, connection: str | None = None) -> int:
-        """Retry every failure (of one queue, or all) still within its deadline; returns how many."""
+        """Retry every failure (of one queue, or all: None) still within its deadline; returns how many.
+
+        A ``queue`` the queue-name rule refuses (``""`` among them) raises QueueConfigurationError.
+        """
+        if queue is not None:
+            _checked_queue(queue, "nothing was retried")
         store = await self._store(self.settings.connection(connection))
         return await store.retry_failed_all(queue)
 
@@ -529,6 +548,8 @@ class Client:
                 raise QueueConfigurationError(f"history {label} must be a timezone-aware datetime, got {bound!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise QueueConfigurationError(f"history limit must be an integer >= 1, got {limit!r}")
+        if queue is not None:
+            _checked_queue(queue, "the history was not read", what="history queue filter: ")
         store = await self._store(self.settings.connection(connection))
         return await store.job_stats(queue=queue, name=name, since=since, until=until, limit=limit)
 
@@ -538,10 +559,14 @@ class Client:
         return await store.listening_workers()
 
     async def clear(self, queue: str | None = None, connection: str | None = None) -> int:
-        """Remove ready, delayed and reserved jobs of a queue (default: the connection's queue)."""
+        """Remove ready, delayed and reserved jobs of a queue (None: the connection's queue).
+
+        A name the queue-name rule refuses (``""`` among them) raises QueueConfigurationError
+        and removes nothing.
+        """
         config = self.settings.connection(connection)
-        store = await self._store(config)
-        return await store.clear(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was removed")
+        return await (await self._store(config)).clear(name)
 
     # ---------------------------------------------------------------- control
     async def cancel(self, job_id: uuid.UUID | str, connection: str | None = None) -> CancelOutcome:
@@ -564,16 +589,21 @@ class Client:
         """Stop every worker (every host) reserving from a queue; running jobs finish, dispatch goes on.
 
         Stored in the database: workers started later honour it too. Returns False if the queue
-        was already paused.
+        was already paused. ``queue`` None: the connection's queue; a name the queue-name rule
+        refuses (``""`` among them) raises QueueConfigurationError.
         """
         config = self.settings.connection(connection)
-        name = self._control_queue(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was changed")
         return await (await self._store(config)).pause(name)
 
     async def resume(self, queue: str | None = None, connection: str | None = None) -> bool:
-        """Let workers reserve from a paused queue again (idle ones wake at once); False if it was not paused."""
+        """Let workers reserve from a paused queue again (idle ones wake at once); False if it was not paused.
+
+        ``queue`` None: the connection's queue; a name the queue-name rule refuses raises QueueConfigurationError.
+        """
         config = self.settings.connection(connection)
-        return await (await self._store(config)).resume(self._control_queue(queue or config.queue))
+        name = _checked_queue(config.queue if queue is None else queue, "nothing was changed")
+        return await (await self._store(config)).resume(name)
 
     async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
                          rate_limit: int | None = None, rate_period: float | None = None,
@@ -585,11 +615,12 @@ class Client:
         tokens (None: ``rate_limit``, the rate per period). One reservation takes up to
         min(free slots, tokens) jobs; any window of T seconds sees at most
         ``rate_limit * T / rate_period + burst`` reservations. None clears a limit. Takes
-        effect live.
+        effect live. ``queue`` None: the connection's queue; a name the queue-name rule refuses
+        raises QueueConfigurationError.
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
         config = self.settings.connection(connection)
-        name = self._control_queue(queue or config.queue)
+        name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
         await (await self._store(config)).set_limits(name, concurrency, rate_limit,
                                                      None if rate_period is None else float(rate_period), burst)
 
@@ -597,13 +628,6 @@ class Client:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""
         store = await self._store(self.settings.connection(connection))
         return await store.queue_controls()
-
-    @staticmethod
-    def _control_queue(name: str) -> str:
-        problem = queue_name_problem(name)
-        if problem is not None:
-            raise QueueConfigurationError(f"{problem}; nothing was changed")
-        return name
 
     async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
                      concurrency: int = 10, **options: Any) -> Worker:
@@ -614,14 +638,16 @@ class Client:
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
-        for name in queues or ():
+        # None, not an empty list, means the connection's queue: Worker refuses an empty list.
+        for name in queues if queues is not None else ():
             problem = queue_name_problem(name)
             if problem is not None:  # no job can be on such a queue: the worker would idle forever
                 raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
         store = await self._store(config)
         if options.get("schedules", True) is True:
             options["schedules"] = self._scheduled_jobs(config)
-        return Worker(config, store, dsn=config.dsn or self.dsn, queues=queues or (config.queue,),
+        return Worker(config, store, dsn=config.dsn or self.dsn,
+                      queues=queues if queues is not None else (config.queue,),
                       concurrency=concurrency, **options)
 
     def _scheduled_jobs(self, config: ConnectionConfig) -> list[type[Job]]:
@@ -630,6 +656,14 @@ class Client:
         return [job_type for job_type in registered_jobs().values()
                 if getattr(job_type, "schedule", None) is not None
                 and (job_type.connection or default) == config.name]
+
+
+def _checked_queue(name: object, consequence: str, *, what: str = "") -> str:
+    """``name`` if the queue-name rule accepts it, else QueueConfigurationError with the rule's message."""
+    problem = queue_name_problem(name)
+    if problem is not None:
+        raise QueueConfigurationError(f"{what}{problem}; {consequence}")
+    return str(name)
 
 
 def _split_envelopes(array_text: str) -> list[str]:

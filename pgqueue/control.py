@@ -10,6 +10,7 @@ import math
 import re
 
 from pgqueue.errors import QueueConfigurationError
+from pgqueue.limits import MAX_SQL_INTEGER, shown
 from pgqueue.store import CancelOutcome, QueueControl
 
 __all__ = ["CancelOutcome", "QueueControl", "format_rate", "parse_rate"]
@@ -23,11 +24,13 @@ def parse_rate(text: str) -> tuple[int, float]:
     """``"100/s"`` -> ``(100, 1.0)``: reservations and the period in seconds (``/s``, ``/min``, ``/h``,
     or a number of them: ``"5/2s"`` -> ``(5, 2.0)``, ``"30/1.5h"`` -> ``(30, 5400.0)``)."""
     match = _RATE.match(text.lower())
-    count = float(match.group(2) or 1) if match is not None else 0.0
-    if match is None or match.group(3) not in _PERIODS or int(match.group(1)) < 1 or not count > 0:
+    count = float(match.group(2) or 1) if match is not None and len(match.group(2) or "") <= 12 else 0.0
+    # At most 10 digits before int(): Python refuses to convert more than 4,300 (ValueError).
+    if match is None or match.group(3) not in _PERIODS or len(match.group(1)) > 10 \
+            or not 1 <= int(match.group(1)) <= MAX_SQL_INTEGER or not count > 0:
         raise QueueConfigurationError(
-            f"rate {text!r} is not a rate: write a whole number of at least 1 per period, e.g. 100/s, 20/min "
-            "or 500/h; the limits were not changed")
+            f"rate {shown(text)} is not a rate: write a whole number from 1 to {MAX_SQL_INTEGER} per period, e.g. "
+            "100/s, 20/min, 500/h or 5/2s; the limits were not changed")
     return int(match.group(1)), count * _PERIODS[match.group(3)]
 
 
@@ -44,24 +47,28 @@ def format_rate(limit: int, period: float) -> str:
 def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None,
                  burst: int | None = None) -> None:
     """Refuse limits ``pgqueue.set_limits`` would refuse, naming the bad value (nothing is changed)."""
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                    or concurrency < 1):
+    if concurrency is not None and not _whole(concurrency):
         raise QueueConfigurationError(
-            f"concurrency must be a whole number >= 1 (or None for no limit), got {concurrency!r}; "
-            "the limits were not changed")
+            f"concurrency must be a whole number >= 1 and at most {MAX_SQL_INTEGER} (or None for no limit), got "
+            f"{concurrency!r}; the limits were not changed")
     if (rate_limit is None) != (rate_period is None):
         raise QueueConfigurationError("give rate_limit and rate_period together (or neither); "
                                       "the limits were not changed")
-    if rate_limit is not None and (isinstance(rate_limit, bool) or not isinstance(rate_limit, int) or rate_limit < 1):
-        raise QueueConfigurationError(f"rate_limit must be a whole number >= 1, got {rate_limit!r}; "
-                                      "the limits were not changed")
+    if rate_limit is not None and not _whole(rate_limit):
+        raise QueueConfigurationError(f"rate_limit must be a whole number >= 1 and at most {MAX_SQL_INTEGER}, got "
+                                      f"{rate_limit!r}; the limits were not changed")
     if rate_period is not None and not (isinstance(rate_period, int | float) and not isinstance(rate_period, bool)
                                         and math.isfinite(rate_period) and 0.001 <= rate_period <= 31536000):
         raise QueueConfigurationError(f"rate_period must be from 0.001 to 31536000 seconds, got {rate_period!r}; "
                                       "the limits were not changed")
-    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 1):
-        raise QueueConfigurationError(f"burst must be a whole number >= 1 (or None for the rate per period), "
-                                      f"got {burst!r}; the limits were not changed")
+    if burst is not None and not _whole(burst):
+        raise QueueConfigurationError(f"burst must be a whole number >= 1 and at most {MAX_SQL_INTEGER} (or None "
+                                      f"for the rate per period), got {burst!r}; the limits were not changed")
     if burst is not None and rate_limit is None:
         raise QueueConfigurationError(f"burst {burst} needs a rate limit (it is the capacity of the rate's token "
                                       "bucket): give rate_limit and rate_period too; the limits were not changed")
+
+
+def _whole(value: object) -> bool:
+    """A whole number a PostgreSQL ``integer`` column of pgqueue.queues holds, and at least 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SQL_INTEGER

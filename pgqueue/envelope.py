@@ -112,9 +112,7 @@ def _fixed_settings(job_type: type[Job], connection: ConnectionConfig, queue: st
     # `is None`, not falsiness: an empty queue name is a mistake to report, not a default.
     chosen_queue = queue if queue is not None else (
         job_type.queue if job_type.queue is not None else connection.queue)
-    if isinstance(chosen_queue, str):  # a NUL or an unpaired surrogate: a payload error, named as such
-        check_json_safe(chosen_queue, f"job {job_type.name!r} queue name")
-    problem = queue_name_problem(chosen_queue)
+    problem = queue_name_problem(chosen_queue)  # NUL and surrogates too: one rule, one message
     if problem is not None:
         raise QueueConfigurationError(f"job {job_type.name!r}: {problem}")
     chosen_priority = job_type.priority if priority is None else priority

@@ -30,7 +30,17 @@ class QueueLeaseError(QueueError):
 
 
 class QueueStorageError(QueueError):
-    """The database refused or could not complete an operation (not migrated, unreachable)."""
+    """The database refused or could not complete an operation (not migrated, unreachable, a
+    statement timeout, a serialization failure, ...).
+
+    ``sqlstate`` is the SQLSTATE of the database error behind it (None when there was none):
+    ``"40001"`` (serialization failure) and ``"40P01"`` (deadlock) mean the transaction can be
+    run again as it is.
+    """
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 class QueueDuplicateError(QueueDispatchError):

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pgqueue.errors import QueueConfigurationError
+from pgqueue.limits import MAX_FLUSH_HOURS, queue_name_problem
 from pgqueue.store import Store
+
+
+def _queue_filter(queue: object, consequence: str) -> None:
+    """Refuse a queue filter the queue-name rule refuses (None: every queue); no failure can have such a queue."""
+    if queue is not None:
+        problem = queue_name_problem(queue)
+        if problem is not None:
+            raise QueueConfigurationError(f"failed jobs queue filter: {problem}; {consequence}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ class FailedJobRepository:
         """Failures newest first; page with ``before=<failed_at of the last one seen>``."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
+        _queue_filter(queue, "nothing was listed")
         return [FailedJob.from_row(row) for row in await self._store.failed_list(queue, before, limit)]
 
     async def find(self, failure_id: uuid.UUID | str) -> FailedJob | None:
@@ -70,6 +82,7 @@ class FailedJobRepository:
 
     async def count(self, queue: str | None = None) -> int:
         """How many failures are recorded (of one queue, or all)."""
+        _queue_filter(queue, "nothing was counted")
         return await self._store.failed_count(queue)
 
     async def forget(self, failure_id: uuid.UUID | str) -> bool:
@@ -77,6 +90,14 @@ class FailedJobRepository:
         return await self._store.forget_failed(failure_id)
 
     async def flush(self, queue: str | None = None, older_than_hours: float | None = None) -> int:
-        """Delete failure records (of one queue, or all; optionally only older ones); returns how many."""
+        """Delete failure records (of one queue, or all; optionally only those older than
+        ``older_than_hours``, from 0 to :data:`~pgqueue.limits.MAX_FLUSH_HOURS`); returns how many."""
+        _queue_filter(queue, "nothing was deleted")
+        if older_than_hours is not None and (
+                isinstance(older_than_hours, bool) or not isinstance(older_than_hours, int | float)
+                or not math.isfinite(older_than_hours) or not 0 <= older_than_hours <= MAX_FLUSH_HOURS):
+            raise QueueConfigurationError(
+                f"older_than_hours must be a finite number of hours from 0 to {MAX_FLUSH_HOURS:.0f} (10 years), "
+                f"got {older_than_hours!r}; nothing was deleted")
         interval = None if older_than_hours is None else f"{float(older_than_hours)} hours"
         return await self._store.flush_failed(queue, interval)

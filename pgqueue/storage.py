@@ -18,16 +18,72 @@ from pgqueue.errors import QueueError, QueueRetryError, QueueStorageError
 NOT_MIGRATED = "the database has no pgqueue schema (or an old one): run `pgqueue migrate` (or `alembic upgrade head`)"
 
 
+# Errors that say nothing about the statement itself but about its circumstances, by SQLSTATE:
+# what happened, and what to do. psycopg makes them all OperationalErrors, which must not read
+# as "the database could not be reached".
+_CIRCUMSTANCES: dict[str, tuple[str, str]] = {
+    "40001": ("serialization failure",
+              "under REPEATABLE READ or SERIALIZABLE a concurrent transaction committed a change this one's "
+              "snapshot cannot see; the transaction is aborted: roll it back and run it again"),
+    "40P01": ("deadlock",
+              "this transaction and another each waited for a lock the other held, and PostgreSQL aborted this "
+              "one; roll it back and run it again"),
+    "55P03": ("lock timeout",
+              "a lock it needed stayed held by another transaction for longer than lock_timeout; the transaction "
+              "is aborted and nothing it did is kept: retry later, or find the holder (pg_locks, pg_stat_activity)"),
+    "25P03": ("idle-in-transaction timeout",
+              "the session sat idle inside a transaction for longer than idle_in_transaction_session_timeout and "
+              "the server closed it; the transaction was rolled back: keep transactions short"),
+    "25P04": ("transaction timeout",
+              "the transaction ran longer than transaction_timeout and the server closed the session; it was "
+              "rolled back: retry, or raise transaction_timeout"),
+    "57P01": ("administrator shutdown",
+              "the server is shutting down or an administrator ended this session (pg_terminate_backend); the "
+              "connection is closed and an open transaction rolled back: retry once the server accepts "
+              "connections again"),
+    "57P02": ("crash shutdown",
+              "the server is restarting after a crash; the connection is closed and an open transaction rolled "
+              "back: retry once it accepts connections again"),
+    "57P03": ("server not accepting connections",
+              "it is starting up, shutting down or recovering: retry in a moment"),
+    "53300": ("too many connections",
+              "every connection the server allows (max_connections) is in use: retry later, or use fewer "
+              "pool connections"),
+}
+_STATEMENT_TIMEOUT = ("statement timeout",
+                      "the statement ran longer than statement_timeout and was cancelled; the transaction is "
+                      "aborted and nothing it did is kept: retry, raise statement_timeout, or find what it waited "
+                      "for (pg_locks, pg_stat_activity)")
+_QUERY_CANCELLED = ("query cancelled",
+                    "the statement was cancelled on request (pg_cancel_backend, a client's cancel, or "
+                    "statement_timeout) before it finished; the transaction is aborted and nothing it did is kept: "
+                    "run it again if the cancel was not meant for it")
+
+
 def translate(error: psycopg.Error, what: str) -> QueueError:
-    """A pgqueue error for a database error raised while doing ``what``."""
+    """A pgqueue error for a database error raised while doing ``what``.
+
+    A statement timeout, lock timeout, serialization failure, deadlock, cancelled query or
+    server shutdown is named as such, with what to do; the SQLSTATE stays on
+    :attr:`QueueStorageError.sqlstate`.
+    """
     state = error.sqlstate or ""
+    primary = error.diag.message_primary or str(error)
     if isinstance(error, pg_errors.UndefinedFunction | pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
-        return QueueStorageError(f"{what}: {NOT_MIGRATED} ({error.diag.message_primary})")
+        return QueueStorageError(f"{what}: {NOT_MIGRATED} ({primary})", sqlstate=state)
     if state in ("PGQ01", "PGQ02", "P0002"):
-        return QueueRetryError(error.diag.message_primary or str(error))
+        return QueueRetryError(primary)
+    circumstance = _CIRCUMSTANCES.get(state)
+    if state == "57014":
+        # The SQLSTATE is the same for both; only the (English) message tells a timeout apart.
+        circumstance = _STATEMENT_TIMEOUT if "statement timeout" in primary else _QUERY_CANCELLED
+    if circumstance is not None:
+        label, advice = circumstance
+        return QueueStorageError(f"{what}: {label} ({primary}); {advice}", sqlstate=state)
     if isinstance(error, psycopg.OperationalError):
-        return QueueStorageError(f"{what}: the database could not be reached or the connection broke: {error}")
-    return QueueStorageError(f"{what}: {error.diag.message_primary or error}")
+        return QueueStorageError(f"{what}: the database could not be reached or the connection broke: {error}",
+                                 sqlstate=state or None)
+    return QueueStorageError(f"{what}: {primary}", sqlstate=state or None)
 
 
 @contextmanager

@@ -181,6 +181,12 @@ class Throughput:
                 "retried": self.retried, "cancelled": self.cancelled, "per_minute": self.per_minute}
 
 
+#: How many times a dispatch with a unique key that runs in a transaction of pgqueue's own (not
+#: the caller's) is tried when the database reports a serialization failure: under REPEATABLE
+#: READ or SERIALIZABLE a new snapshot shows the holder a refused one could not see.
+UNIQUE_ATTEMPTS = 3
+
+
 def _unique_dispatch(row: Sequence[Any] | None) -> UniqueDispatch:
     if row is None:  # the function always returns one row
         raise QueueStorageError("pgqueue.enqueue_unique returned no row; please report this")
@@ -351,12 +357,22 @@ class Store:
 
     async def enqueue_unique(self, envelope: str, delay: float, key: str, scope: str, period: float | None, *,
                              what: str = "dispatching a job") -> UniqueDispatch:
-        """Store one envelope unless a job holds ``key`` in ``scope``; says which job holds it now."""
+        """Store one envelope unless a job holds ``key`` in ``scope``; says which job holds it now.
+
+        The statement is its own transaction, so a serialization failure (a database whose
+        default_transaction_isolation is repeatable read or serializable) is retried, at most
+        :data:`UNIQUE_ATTEMPTS` times in all.
+        """
         with storage_errors(what):
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(query("enqueue_unique"), (envelope, delay, key, scope, period))
-                row = await cur.fetchone()
-        return _unique_dispatch(row)
+            for attempt in range(1, UNIQUE_ATTEMPTS + 1):
+                try:
+                    async with self._pool.connection() as conn:
+                        cur = await conn.execute(query("enqueue_unique"), (envelope, delay, key, scope, period))
+                        return _unique_dispatch(await cur.fetchone())
+                except pg_errors.SerializationFailure:
+                    if attempt == UNIQUE_ATTEMPTS:
+                        raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     @staticmethod
     async def enqueue_unique_on(conn: Any, envelope: str, delay: float, key: str, scope: str,
@@ -374,10 +390,21 @@ class Store:
     async def enqueue_unique_many(self, envelopes: list[str], delays: list[float], keys: list[str | None],
                                   scope: str, period: float | None, *,
                                   what: str = "dispatching jobs") -> list[UniqueDispatch]:
-        """:meth:`enqueue_unique` for many envelopes in one transaction; a None key enqueues plainly."""
+        """:meth:`enqueue_unique` for many envelopes in one transaction; a None key enqueues plainly.
+
+        The transaction is pgqueue's own, so it is run again after a serialization failure, as
+        :meth:`enqueue_unique` is.
+        """
         with storage_errors(what):
-            async with self._pool.connection() as conn, conn.transaction():
-                return await Store.enqueue_unique_many_on(conn, envelopes, delays, keys, scope, period, what=what)
+            for attempt in range(1, UNIQUE_ATTEMPTS + 1):
+                try:
+                    async with self._pool.connection() as conn, conn.transaction():
+                        return await Store.enqueue_unique_many_on(conn, envelopes, delays, keys, scope, period,
+                                                                  what=what)
+                except QueueStorageError as exc:  # the inner call translated it
+                    if exc.sqlstate != "40001" or attempt == UNIQUE_ATTEMPTS:
+                        raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     @staticmethod
     async def enqueue_unique_many_on(conn: Any, envelopes: list[str], delays: list[float],

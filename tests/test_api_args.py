@@ -239,9 +239,13 @@ async def test_a_bad_queue_name_is_refused_at_dispatch(client: Client, dsn: str,
 
 
 @pytest.mark.parametrize("dispatch", DISPATCHES)
-async def test_a_nul_in_a_queue_name_is_a_payload_error_naming_it(client: Client, dsn: str, dispatch: Dispatch) -> None:
-    with pytest.raises(QueuePayloadError, match=r"queue name contains a NUL character"):
-        await dispatch(client, Nested(data=1), queue="nul\x00")
+@pytest.mark.parametrize("name", ["nul\x00", "surrogate\udcff"])
+async def test_a_nul_or_surrogate_in_a_queue_name_is_refused_by_the_one_rule(client: Client, dsn: str,
+                                                                            dispatch: Dispatch, name: str) -> None:
+    # Issue 24: one rule, one message (it was a payload error of its own).
+    with pytest.raises(QueueConfigurationError, match="queue name") as caught:
+        await dispatch(client, Nested(data=1), queue=name)
+    assert str(caught.value).endswith(f"': {limits.queue_name_problem(name)}")
     assert job_rows(dsn) == []
 
 

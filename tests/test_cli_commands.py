@@ -65,8 +65,8 @@ def test_migrate_round_trip_and_not_migrated_error(empty_dsn: str, tmp_path: Pat
         assert conn.execute("select to_regnamespace('pgqueue')").fetchone() == (None,)
 
     bad_revision = pgqueue("migrate", "--downgrade", "no_such_revision", "--dsn", empty_dsn, cwd=tmp_path)
-    assert bad_revision.returncode == 1
-    assert "no_such_revision" in one_error_line(bad_revision.stderr)
+    assert bad_revision.returncode == 2  # a bad argument is a usage error (issue 24)
+    assert "--downgrade: Can't locate revision identified by 'no_such_revision'" in one_error_line(bad_revision.stderr)
 
 
 def test_database_is_named_once_without_its_password(dsn: str, tmp_path: Path) -> None:

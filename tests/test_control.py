@@ -4,6 +4,8 @@ in process against the real database (the multi-process checks are in tests/faul
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import threading
 import time
 import uuid
@@ -217,9 +219,35 @@ async def test_one_reservation_takes_as_many_jobs_as_the_bucket_holds(client: Cl
 def test_limits_and_rates_are_checked_before_anything_changes() -> None:
     assert parse_rate("100/s") == (100, 1.0)
     assert parse_rate("20 / min") == (20, 60.0)
-    for bad in ("0/s", "fast", "10/fortnight", "-1/s"):
+    for bad in ("0/s", "fast", "10/fortnight", "-1/s", "2147483648/s", "9" * 5000 + "/s"):
         with pytest.raises(QueueConfigurationError, match="is not a rate"):
             parse_rate(bad)
+    assert parse_rate("2147483647/h") == (2147483647, 3600.0)
+
+
+async def test_limits_past_an_sql_integer_are_refused_by_name(client: Client) -> None:
+    # Issue 24: they reached pgqueue.set_limits and came back as a raw "integer out of range".
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"concurrency": 2**31}, "concurrency must be a whole number >= 1 and at most 2147483647"),
+        ({"rate_limit": 2**31, "rate_period": 1}, "rate_limit must be a whole number >= 1 and at"),
+        ({"rate_limit": 5, "rate_period": 1, "burst": 2**31}, "burst must be a whole number >= 1")]
+    for kwargs, words in cases:
+        with pytest.raises(QueueConfigurationError, match=f"{words}.* got 2147483648; the limits were not changed"):
+            await client.set_limits("mail", **kwargs)
+    await client.set_limits("mail", concurrency=2**31 - 1, rate_limit=2**31 - 1, rate_period=1, burst=2**31 - 1)
+    [control] = await client.controls()
+    assert (control.concurrency, control.rate_limit, control.burst) == (2**31 - 1,) * 3
+
+
+async def test_a_worker_refuses_what_a_reservation_cannot_take(client: Client) -> None:
+    # Issue 24: `queue:work --lease 1e308` or a concurrency past an SQL integer hung the worker,
+    # every reservation refused by the database.
+    for options, words in (({"lease": 1e308}, "lease must be from 0.001 to 31536000 seconds"),
+                           ({"lease": math.nan}, "lease must be from"),
+                           ({"concurrency": 2**31}, "plus prefetch (500) must be at most 2147483647"),
+                           ({"concurrency": 10, "prefetch": 2**31 - 10}, "plus prefetch (2147483638) must be at most")):
+        with pytest.raises(QueueConfigurationError, match=re.escape(words)):
+            await client.worker(**options)
 
 
 async def test_bad_limits_are_refused_and_change_nothing(client: Client, dsn: str) -> None:

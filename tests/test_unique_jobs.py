@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
-from pgqueue import Client, Job, JobContext, QueueConfigurationError, QueueDuplicateError, Settings
+from pgqueue import (
+    Client,
+    Job,
+    JobContext,
+    QueueConfigurationError,
+    QueueDuplicateError,
+    Settings,
+    UniqueDispatch,
+    limits,
+)
 from tests.api_support import client, run_worker
+from tests.helpers import envelope
 from tests.worker_support import finish, rows, scalar, settings_for, wait_until
 
 __all__ = ["client"]
@@ -62,7 +76,7 @@ async def test_bad_unique_arguments_store_nothing(client: Client, dsn: str) -> N
         await client.dispatch_unique(Invoice(invoice_id=1), "k", scope="forever")
     with pytest.raises(QueueConfigurationError, match="needs period=<seconds>"):
         await client.dispatch_unique(Invoice(invoice_id=1), "k", scope="period")
-    with pytest.raises(QueueConfigurationError, match="1 to 1000 characters"):
+    with pytest.raises(QueueConfigurationError, match="1 to 1000 bytes of UTF-8"):
         await client.dispatch_unique(Invoice(invoice_id=1), "")
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
 
@@ -242,3 +256,69 @@ async def test_a_class_derives_its_key_from_args(client: Client, dsn: str) -> No
         class Wrong(Job, register=False):
             unique_by = ("nope",)
             invoice_id: int
+
+
+# ------------------------------------------------ unique keys and periods (issue 24)
+
+def _cjk(count: int) -> str:
+    """``count`` distinct CJK characters (3 bytes each in UTF-8), so nothing compresses them."""
+    return "".join(chr(0x4E00 + (n * 7919) % 20000) for n in range(count))
+
+
+@pytest.mark.parametrize("key", ["k" * 1000, _cjk(333), "é" * 500, "\U0001f511" * 250])
+async def test_a_key_of_up_to_1000_bytes_of_utf8_is_taken(client: Client, dsn: str, key: str) -> None:
+    first = await client.dispatch_unique(Invoice(invoice_id=1), key, scope="active")
+    assert await client.dispatch_unique(Invoice(invoice_id=1), key, scope="active") == UniqueDispatch(first.id, True)
+    assert await scalar(dsn, "select octet_length(unique_key) from pgqueue.jobs") == len(key.encode())
+
+
+@pytest.mark.parametrize(("key", "words"), [
+    ("k" * 1001, "a unique key must be 1 to 1000 bytes of UTF-8, got 1001: 'kkk"),
+    (_cjk(334), "a unique key must be 1 to 1000 bytes of UTF-8, got 1002: "),
+    (_cjk(900), "got 2700: "),  # the issue's: PostgreSQL's index refused it (54000), past the check
+    ("", "a unique key must be 1 to 1000 bytes of UTF-8, got 0: ''"),
+    ("lone\udcff", "unique key 'lone\\udcff' contains U+DCFF, an unpaired surrogate, which is not valid Unicode"),
+    ("nul\x00", "unique key 'nul\\u0000' contains U+0000 (NUL), which PostgreSQL cannot store"),
+    (42, "a unique key must be a string, got int 42"),
+])
+async def test_a_bad_key_is_refused_by_name_in_python(client: Client, dsn: str, key: Any, words: str) -> None:
+    for dispatch in (lambda: client.dispatch_unique(Invoice(invoice_id=1), key),
+                     lambda: client.dispatch(Invoice(invoice_id=1), unique_key=key),
+                     lambda: client.dispatch_unique_many([Invoice(invoice_id=2), Invoice(invoice_id=1)], ["ok", key])):
+        with pytest.raises(QueueConfigurationError, match=re.escape(words)) as caught:
+            await dispatch()
+        assert str(caught.value).endswith("; the job was not dispatched")
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+@pytest.mark.parametrize("key", ["k" * 1001, _cjk(334), _cjk(900), ""])
+async def test_sql_refuses_the_keys_python_refuses_with_the_same_message(dsn: str, key: str) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+            await conn.execute("select * from pgqueue.enqueue_unique(%s, 0, %s, 'queued', null)",
+                               (Jsonb(envelope()), key))
+    assert caught.value.diag.message_primary == f"pgqueue.enqueue_unique: {limits.unique_key_problem(key)}"
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+@pytest.mark.parametrize("period", ["5", True, "abc", [1], math.nan, math.inf, 0, -1.0,
+                                    limits.MAX_UNIQUE_PERIOD_SECONDS + 1])
+async def test_a_bad_period_is_refused_by_name(client: Client, dsn: str, period: Any) -> None:
+    with pytest.raises(QueueConfigurationError) as caught:
+        await client.dispatch_unique(Invoice(invoice_id=1), "k", scope="period", period=period)
+    assert str(caught.value) == (
+        "unique period must be a finite number of seconds above 0 and at most 315360000 (10 years), got "
+        f"{type(period).__name__} {period!r}; the job was not dispatched")
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+async def test_the_longest_period_and_a_whole_number_are_taken(client: Client, dsn: str) -> None:
+    await client.dispatch_unique(Invoice(invoice_id=1), "k1", scope="period", period=limits.MAX_UNIQUE_PERIOD_SECONDS)
+    await client.dispatch_unique(Invoice(invoice_id=2), "k2", scope="period", period=5)
+    assert await scalar(dsn, "select count(*) from pgqueue.unique_keys") == 2
+
+
+@pytest.mark.parametrize("scope", [["queued"], None, "Queued"])
+async def test_a_bad_scope_is_refused_by_name(client: Client, scope: Any) -> None:
+    with pytest.raises(QueueConfigurationError, match=re.escape(f"got {scope!r}; the job was not dispatched")):
+        await client.dispatch_unique(Invoice(invoice_id=1), "k", scope=scope)

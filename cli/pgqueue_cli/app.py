@@ -27,6 +27,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 import pgqueue
+from pgqueue import limits
 from pgqueue.embedded import EmbeddedPostgres
 from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, render, supervisor
@@ -82,6 +83,10 @@ Redact = Annotated[list[str] | None, typer.Option(
 QueueFilter = Annotated[str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only this queue.",
                                                  callback=queue_name)]
 
+#: The most worker processes `queue:work --processes` runs (a typo of 10**20 must not fork until the
+#: machine gives out).
+MAX_PROCESSES = 1024
+
 
 def _version(value: bool) -> None:
     if value:
@@ -97,6 +102,28 @@ def _root(
 ) -> None:
     """pgqueue: a PostgreSQL-native job queue. Start with `pgqueue demo`."""
     set_debug(debug)
+
+
+def _unique_key(value: str | None) -> str | None:
+    """Callback of ``--unique-key``: a key the library would refuse is a usage error naming the option."""
+    if value is not None:
+        problem = limits.unique_key_problem(value)
+        if problem is not None:
+            raise typer.BadParameter(problem)
+    return value
+
+
+def _unique_scope(value: str) -> str:
+    if value not in ("queued", "active", "period"):
+        raise typer.BadParameter(f"must be queued, active or period, got {limits.shown(value)}")
+    return value
+
+
+def _unique_period(value: float | None) -> float | None:
+    if value is not None and not 0 < value <= limits.MAX_UNIQUE_PERIOD_SECONDS:  # NaN too
+        raise typer.BadParameter(f"must be a finite number of seconds above 0 and at most "
+                                 f"{limits.MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {value:g}")
+    return value
 
 
 def _failure_id(text: str) -> uuid.UUID:
@@ -121,15 +148,25 @@ def migrate_command(
     With --sql, print the SQL instead (no database needed), for teams that apply DDL
     with another tool. --downgrade base removes pgqueue's schema.
     """
-    from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
+    from alembic.util import CommandError  # noqa: PLC0415  # alembic is slow to import: only here
+
+    from pgqueue import migrate as migrations  # noqa: PLC0415
 
     if sql:
-        text = migrations.downgrade_sql("head", downgrade) if downgrade else migrations.upgrade_sql()
+        try:
+            text = migrations.downgrade_sql("head", downgrade) if downgrade else migrations.upgrade_sql()
+        except CommandError as exc:  # alembic's word for a revision it does not know
+            fail(f"--downgrade: {one_line(exc)} (pgqueue's revisions: base, {', '.join(migrations.revisions())})",
+                 EXIT_CONFIG)
         typer.echo(text, nl=False)
         return
     found = target(dsn, need_schema=False)
     if downgrade:
-        migrations.downgrade(found.dsn, downgrade)
+        try:
+            migrations.downgrade(found.dsn, downgrade)
+        except CommandError as exc:
+            fail(f"--downgrade: {one_line(exc)} (pgqueue's revisions: base, {', '.join(migrations.revisions())}); "
+                 "nothing was changed", EXIT_CONFIG)
         typer.echo(f"pgqueue: {describe_dsn(found.dsn)} migrated down to {downgrade}")
     else:
         migrations.upgrade(found.dsn)
@@ -153,9 +190,10 @@ def queue_work(
     queue: Annotated[str | None, typer.Option(
         "--queue", "-q", metavar="QUEUES",
         help="Queues in priority order, comma-separated (default: the connection's queue).")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Handlers running at once.")] = 10,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=limits.MAX_SQL_INTEGER,
+                                             help="Handlers running at once.")] = 10,
     prefetch: Annotated[int | None, typer.Option(
-        "--prefetch", min=0, metavar="N",
+        "--prefetch", min=0, max=limits.MAX_SQL_INTEGER, metavar="N",
         help="Jobs reserved beyond the free slots into a local buffer (default: min(500, max(50, "
              "10 x concurrency)); 0: only what the free slots take).")] = None,
     stop_when_empty: Annotated[bool, typer.Option(
@@ -189,7 +227,7 @@ def queue_work(
              "(default: off).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every job.")] = False,
     processes: Annotated[int, typer.Option(
-        "--processes", min=1,
+        "--processes", min=1, max=MAX_PROCESSES,
         help="Worker processes run by a supervisor that restarts them (1: this process is the worker). "
              "--concurrency and --max-jobs apply to each.")] = 1,
     metrics_port: Annotated[int | None, typer.Option(
@@ -247,13 +285,16 @@ def queue_work(
     for value, what in ((timeout, "--timeout"), (lease, "--lease"), (poll_interval, "--poll-interval")):
         if value is not None and not 0 < value < math.inf:
             fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
+    if lease is not None and not limits.MIN_LEASE_SECONDS <= lease <= limits.MAX_LEASE_SECONDS:
+        fail(f"--lease must be from {limits.MIN_LEASE_SECONDS:g} to {limits.MAX_LEASE_SECONDS:.0f} seconds (1 year), "
+             f"got {lease:g}", EXIT_CONFIG)
     if not 0 <= drain_timeout < math.inf:
         fail(f"--drain-timeout must be >= 0 seconds and finite, got {drain_timeout:g}", EXIT_CONFIG)
     if not 0 <= maintenance_interval < math.inf:
         fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
              EXIT_CONFIG)
     for hours, what in ((history_hours, "--history-hours"), (keep_completed_hours, "--keep-completed-hours")):
-        if hours is not None and not 0 <= hours < math.inf:
+        if hours is not None and not 0 <= hours * 3600 < math.inf:  # 1e308 hours is no number of seconds
             fail(f"{what} must be >= 0 hours and finite, got {hours:g}", EXIT_CONFIG)
     queues = parse_queues(queue)
     settings = pgqueue.load_settings(dsn=dsn)
@@ -304,7 +345,8 @@ def queue_failed(
     failure_id: Annotated[str | None, typer.Argument(
         metavar="ID", help="Show this failure in full (traceback, args, envelope).", show_default=False)] = None,
     queue: QueueFilter = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many, newest first.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=limits.MAX_SQL_INTEGER,
+                                       help="How many, newest first.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
     redact: Redact = None,
     apps: Annotated[list[str] | None, typer.Option(
@@ -428,8 +470,8 @@ def queue_prune_failed(
     debug: Debug = False,
 ) -> None:
     """Delete failure records older than --hours (default 24)."""
-    if not hours >= 0:
-        fail(f"--hours must be >= 0, got {hours:g}", EXIT_CONFIG)
+    if not 0 <= hours <= limits.MAX_FLUSH_HOURS:
+        fail(f"--hours must be from 0 to {limits.MAX_FLUSH_HOURS:.0f} (10 years), got {hours:g}", EXIT_CONFIG)
     found = target(dsn)
     count = asyncio.run(_flush(found, queue, hours))
     where = f" of queue {queue!r}" if queue else ""
@@ -460,7 +502,7 @@ def queue_clear(
     that queue lose their leases: their acks and retries are refused.
     """
     found = target(dsn, connection)
-    name = queue or found.connection.queue
+    name = found.connection.queue if queue is None else queue
     if not force and sys.stdin.isatty():
         typer.confirm(f"Remove every ready, delayed and reserved job of queue {name!r} on "
                       f"{describe_dsn(found.dsn)}? Handlers running jobs of that queue will lose their leases",
@@ -565,11 +607,13 @@ def queue_resume(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> Non
 def queue_limit(
     queue: QueueName,
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", metavar="N", help="At most N jobs of the queue reserved at once, across all workers.")] = None,
+        "--concurrency", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="At most N jobs of the queue reserved at once, across all workers.")] = None,
     rate: Annotated[str | None, typer.Option(
         "--rate", metavar="RATE", help="At most this many reservations per period: 100/s, 20/min, 500/h.")] = None,
     burst: Annotated[int | None, typer.Option(
-        "--burst", metavar="N", help="The rate's bucket: at most N reservations at once after a quiet spell "
+        "--burst", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="The rate's bucket: at most N reservations at once after a quiet spell "
         "(default: the rate per period, e.g. 100 for 100/s).")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove both limits.")] = False,
     dsn: Dsn = None,
@@ -583,7 +627,7 @@ def queue_limit(
     try:
         rate_limit = None if rate is None else pgqueue.parse_rate(rate)
     except pgqueue.QueueConfigurationError as exc:
-        fail(str(exc), EXIT_CONFIG)
+        fail(f"--rate: {exc}", EXIT_CONFIG)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
@@ -689,16 +733,18 @@ def queue_dispatch(
         "--queue", "-q", metavar="QUEUE", help="Queue (default: the job's, else the connection's).",
         callback=queue_name)] = None,
     priority: Annotated[int | None, typer.Option(
-        "--priority", help="Priority within the queue (higher first).")] = None,
+        "--priority", min=-32768, max=32767, help="Priority within the queue (higher first).")] = None,
     connection: Annotated[str | None, typer.Option(
         "--connection", metavar="NAME", help="Named connection (default: the job's, else the default one).")] = None,
     unique_key: Annotated[str | None, typer.Option(
-        "--unique-key", metavar="KEY",
+        "--unique-key", metavar="KEY", callback=_unique_key,
         help="Dispatch only if no job holds KEY (see --unique-scope); a duplicate prints the holder's id.")] = None,
     unique_scope: Annotated[str, typer.Option(
-        "--unique-scope", metavar="SCOPE", help="queued (default), active or period.")] = "queued",
+        "--unique-scope", metavar="SCOPE", help="queued (default), active or period.",
+        callback=_unique_scope)] = "queued",
     unique_period: Annotated[float | None, typer.Option(
-        "--unique-period", metavar="SECONDS", help="With --unique-scope period: how long the key is held.")] = None,
+        "--unique-period", metavar="SECONDS", help="With --unique-scope period: how long the key is held.",
+        callback=_unique_period)] = None,
     apps: Apps = None,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -730,6 +776,21 @@ def queue_dispatch(
         instance = job_type.from_args(values)
     except (pgqueue.QueuePayloadError, TypeError, ValueError) as exc:
         fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
+    if not 0 <= delay <= limits.MAX_DELAY_SECONDS:  # NaN too
+        fail(f"--delay must be a finite number of seconds >= 0 and at most {limits.MAX_DELAY_SECONDS:.0f} "
+             f"(10 years), got {delay:g}", EXIT_CONFIG)
+    if unique_key is None and (unique_scope != "queued" or unique_period is not None):
+        fail("--unique-scope and --unique-period only apply with --unique-key", EXIT_CONFIG)
+    if unique_key is not None and (unique_scope == "period") != (unique_period is not None):
+        fail("--unique-scope period needs --unique-period SECONDS (and only it takes one)", EXIT_CONFIG)
+    try:
+        # The envelope as dispatch will store it, before any database is touched: a NUL or an
+        # unpaired surrogate in the args, or an envelope over max_payload_bytes, is a bad --args.
+        envelope, config = pgqueue.Client(settings=settings).envelope(
+            instance, queue=queue, priority=priority, connection=connection or job_type.connection)
+        envelope.encode(config.max_payload_bytes)
+    except pgqueue.QueuePayloadError as exc:
+        fail(f"--args: {exc}", EXIT_CONFIG)
     found = target(dsn, connection or job_type.connection)
 
     async def dispatch() -> tuple[uuid.UUID, str, bool]:

@@ -18,11 +18,17 @@ from typing import NoReturn, ParamSpec, TypeVar
 import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
+from typer._click.core import Parameter
+
+# typer vendors click: BadParameter is how a bad value becomes a usage error naming its option.
+from typer._click.exceptions import BadParameter
+from typer._click.globals import get_current_context
+from typer.core import TyperArgument, TyperOption
 
 from pgqueue import Client, ConnectionConfig, Settings, load_settings, prepare_database, registered_jobs
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
-from pgqueue.limits import queue_name_problem
+from pgqueue.limits import queue_name_problem, shown
 from pgqueue.redaction import redact_record
 
 P = ParamSpec("P")
@@ -82,6 +88,7 @@ def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if kwargs.get("debug"):
             set_debug(True)
+        refuse_undecodable(kwargs)  # a usage error (exit 2), raised outside the handler below
         try:
             return function(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
@@ -97,6 +104,29 @@ def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(code) from None
 
     return wrapper
+
+
+def refuse_undecodable(values: dict[str, object]) -> None:
+    """Raise a usage error naming the option (or argument) whose value is not valid UTF-8.
+
+    Python keeps the bytes of such an argument as lone surrogates, which no PostgreSQL text (a
+    queue, a key, a DSN, a filter) can hold: the command would fail later with a raw
+    UnicodeEncodeError, after connecting.
+    """
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = values.get(param.name or "")
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, str) and any("\ud800" <= c <= "\udfff" for c in item):
+                raise BadParameter(f"{shown(item)} is not valid UTF-8 (each \\udcXX is a byte that decodes to no "
+                                   "character); nothing was done", ctx=ctx, param_hint=_hint(param))
+
+
+def _hint(param: Parameter) -> str:
+    """How a usage error names a parameter: ``'--queue' / '-q'``, ``'QUEUE'``."""
+    return param.get_error_hint() if isinstance(param, TyperOption | TyperArgument) else repr(param.name)
 
 
 def _describe(exc: BaseException) -> tuple[int, str]:
@@ -330,10 +360,10 @@ def parse_queues(text: str | None) -> list[str] | None:
     the queue-name rule (:func:`pgqueue.limits.queue_name_problem`)."""
     if text is None:
         return None
-    queues = [q.strip() for q in text.split(",") if q.strip()]
-    if not queues:
-        fail(f"--queue: expected queue names separated by commas, got {text!r}", EXIT_CONFIG)
-    for name in queues:
+    queues = [q.strip() for q in text.split(",")]
+    if not any(queues):
+        fail(f"--queue: expected queue names separated by commas, got {shown(text)}", EXIT_CONFIG)
+    for name in queues:  # an empty one ("a,,b", "a,") too: "" is no queue, never the default
         problem = queue_name_problem(name)
         if problem is not None:
             fail(f"--queue: {problem}", EXIT_CONFIG)

@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import Job, registered_jobs
+from pgqueue.limits import MAX_LEASE_SECONDS, MAX_SQL_INTEGER, MIN_LEASE_SECONDS, queue_name_problem
 from pgqueue.store import Store
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
@@ -151,14 +152,23 @@ class Worker:
                  instruments: Instruments | None = None, metrics_interval: float | None = 15.0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise QueueConfigurationError(f"worker concurrency must be an integer >= 1, got {concurrency!r}")
-        if not queues or any(not isinstance(q, str) or not q for q in queues):
-            raise QueueConfigurationError(f"worker queues must be non-empty names, got {queues!r}")
+        if isinstance(queues, str) or not queues:
+            raise QueueConfigurationError(f"worker queues must be a non-empty list of queue names, got {queues!r}")
+        for name in queues:
+            problem = queue_name_problem(name)
+            if problem is not None:  # no job can be on such a queue: the worker would idle forever
+                raise QueueConfigurationError(f"worker queues: {problem}")
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) \
                 or not 0 < poll_interval < math.inf:
             raise QueueConfigurationError(f"poll_interval must be a finite number of seconds > 0, "
                                           f"got {poll_interval!r}")
         if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
             raise QueueConfigurationError(f"prefetch must be an integer >= 0 (or None: the default), got {prefetch!r}")
+        # One reservation asks for up to concurrency + prefetch jobs, an SQL integer.
+        ahead = default_prefetch(concurrency) if prefetch is None else prefetch
+        if concurrency + ahead > MAX_SQL_INTEGER:
+            raise QueueConfigurationError(f"worker concurrency ({concurrency}) plus prefetch ({ahead}) must be at "
+                                          f"most {MAX_SQL_INTEGER}, the most jobs one reservation can ask for")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise QueueConfigurationError(f"threads must be an integer >= 1 (or None: min(concurrency, 32)), "
                                           f"got {threads!r}")
@@ -178,6 +188,9 @@ class Worker:
         self.poll_interval = float(poll_interval)
         self.drain_timeout = float(drain_timeout)
         self.lease = float(lease if lease is not None else config.lease)
+        if not MIN_LEASE_SECONDS <= self.lease <= MAX_LEASE_SECONDS:  # NaN too: pgqueue.reserve would refuse it
+            raise QueueConfigurationError(f"lease must be from {MIN_LEASE_SECONDS:g} to {MAX_LEASE_SECONDS:.0f} "
+                                          f"seconds (1 year), got {self.lease!r}")
         if self.lease <= config.lease_margin:
             raise QueueConfigurationError(
                 f"lease ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"

@@ -9,6 +9,18 @@
 -- Enforced by unique indexes, never by a check-then-insert: concurrent calls with one key
 -- insert one job. A call whose key is held by an uncommitted transaction waits for it on the
 -- index entry; then it returns that job as the duplicate (committed) or inserts (rolled back).
+-- A key is 1 to 1000 bytes (octet_length; UTF-8 in a UTF-8 database), so it always fits the
+-- unique index; the period is above 0 and at most 315360000 seconds (10 years).
+--
+-- Under REPEATABLE READ or SERIALIZABLE the caller's snapshot decides what it can see: when the
+-- key is held by a job committed after the snapshot was taken, the index refuses the insert but
+-- no look-up can show the holder, so the call raises serialization_failure (SQLSTATE 40001,
+-- naming the key) at once: roll the transaction back and run it again, as for any
+-- serialization failure (the period scope gets PostgreSQL's own 40001 from ON CONFLICT in that
+-- case). Under READ COMMITTED each look-up sees the latest commits, and a holder that finished
+-- between the refused insert and the look-up frees the key, so the insert is tried again, at
+-- most 5 times in all (then 40001 too: the key is changing hands faster than it can be taken).
+--
 -- The key and scope are also written into the envelope ("unique_key", "unique_scope") so SQL
 -- and the failure record can show them. Everything else is pgqueue.enqueue.
 -- From psql:  select * from pgqueue.enqueue_unique('{"id": "...", ...}'::jsonb, 0, 'invoice:42', 'queued', null);
@@ -20,24 +32,30 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_envelope jsonb;
-    v_id uuid := (p_envelope->>'id')::uuid;
+    v_id uuid;
     v_existing uuid;
     v_inserted uuid;
     v_constraint text;
 begin
-    if p_key is null or length(p_key) not between 1 and 1000 then
-        raise exception 'pgqueue.enqueue_unique: the unique key must be 1 to 1000 characters, got %',
-                        coalesce(length(p_key)::text || ' characters', 'null')
+    -- The messages are those of pgqueue/limits.py (unique_key_problem).
+    if p_key is null then
+        raise exception 'pgqueue.enqueue_unique: a unique key must be a string, got null' using errcode = '22023';
+    end if;
+    if octet_length(p_key) not between 1 and 1000 then
+        raise exception 'pgqueue.enqueue_unique: a unique key must be 1 to 1000 bytes of UTF-8, got %: %',
+                        octet_length(p_key), pgqueue.shown(p_key)
             using errcode = '22023';
     end if;
     if p_scope is null or p_scope not in ('queued', 'active', 'period') then
         raise exception 'pgqueue.enqueue_unique: scope must be queued, active or period, got %', coalesce(p_scope, 'null')
             using errcode = '22023';
     end if;
-    if jsonb_typeof(p_envelope) is distinct from 'object' then
+    if jsonb_typeof(p_envelope) is distinct from 'object' or jsonb_typeof(p_envelope->'id') is distinct from 'string'
+            or (p_envelope->>'id') !~ '^[-{}0-9a-fA-F]+$' or length(p_envelope->>'id') not between 32 and 38 then
         raise exception 'pgqueue.enqueue_unique: %', coalesce(pgqueue.envelope_problem(p_envelope), 'envelope must be a JSON object')
             using errcode = '22023';
     end if;
+    v_id := (p_envelope->>'id')::uuid;
     v_envelope := p_envelope || jsonb_build_object('unique_key', p_key, 'unique_scope', p_scope);
 
     if p_scope = 'period' then
@@ -66,9 +84,8 @@ begin
 
     -- State scopes: the row carries the key. enqueue() validates and notifies; a duplicate
     -- makes its insert fail on the unique index, caught here (a subtransaction) so the caller's
-    -- transaction goes on. The loop covers a holder that finished between our failed insert
-    -- and our look-up: then the key is free and we insert again.
-    loop
+    -- transaction goes on.
+    for v_attempt in 1..5 loop
         begin
             perform pgqueue.enqueue(v_envelope, p_delay_seconds);
             update pgqueue.jobs j set unique_key = p_key, unique_scope = p_scope where j.id = v_id;
@@ -89,7 +106,18 @@ begin
             return query select v_existing, true;
             return;
         end if;
+        -- A snapshot never shows later commits: looking again could only spin.
+        if current_setting('transaction_isolation') in ('repeatable read', 'serializable') then
+            raise exception 'pgqueue.enqueue_unique: unique key % is held by a job committed after this % transaction took its snapshot, so it can neither insert a job nor see the holder',
+                            pgqueue.shown(p_key), upper(current_setting('transaction_isolation'))
+                using errcode = '40001',
+                      hint = 'Roll the transaction back and run it again (as for any serialization failure): the new snapshot shows the holder, returned as the duplicate.';
+        end if;
     end loop;
+    raise exception 'pgqueue.enqueue_unique: unique key % changed hands 5 times while this call tried to take it or find its holder',
+                    pgqueue.shown(p_key)
+        using errcode = '40001',
+              hint = 'Run the call again.';
 end
 $$;
 

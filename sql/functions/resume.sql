@@ -1,12 +1,19 @@
 -- pgqueue.resume(queue) -> true if the queue was paused, false if it was not
--- Workers reserve from the queue again; idle ones are woken at once (channel pgqueue).
+-- Workers reserve from the queue again; idle ones are woken at once (channel pgqueue). A name
+-- the queue-name rule refuses (pgqueue.queue_name_problem) is refused with SQLSTATE 22023, as
+-- pause refuses it.
 -- From psql:  select pgqueue.resume('reports');
 create or replace function pgqueue.resume(p_queue text)
 returns boolean
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_problem text := pgqueue.queue_name_problem(p_queue);
 begin
+    if v_problem is not null then
+        raise exception 'pgqueue.resume: %', v_problem using errcode = '22023';
+    end if;
     update pgqueue.queues q set paused = false, updated_at = now()
     where q.name = p_queue and q.paused;
     if not found then

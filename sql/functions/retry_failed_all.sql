@@ -1,6 +1,9 @@
 -- pgqueue.retry_failed_all(queue) -> number of jobs put back
 -- Retries every failure (of one queue, or all when p_queue is null) whose deadline allows
--- it; failures past their deadline, or whose job id is live again, are left in place.
+-- it; failures past their deadline, whose job id is live again, or whose queue name the
+-- queue-name rule (pgqueue.queue_name_problem) now refuses (recorded before revision 0008
+-- tightened it; no job may be on such a queue), are left in place. A p_queue the rule refuses
+-- (the empty name among them) is refused with SQLSTATE 22023.
 -- From psql:  select pgqueue.retry_failed_all('emails');
 create or replace function pgqueue.retry_failed_all(p_queue text default null)
 returns bigint
@@ -8,9 +11,13 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    v_problem text := case when p_queue is not null then pgqueue.queue_name_problem(p_queue) end;
     v_count bigint;
     v_queues text[];
 begin
+    if v_problem is not null then
+        raise exception 'pgqueue.retry_failed_all: %; nothing was retried', v_problem using errcode = '22023';
+    end if;
     with picked as (
         select f.id, f.job_id, f.queue, f.envelope, f.failed_at,
                to_timestamp((f.envelope->>'retry_until')::double precision) as retry_until
@@ -19,6 +26,7 @@ begin
           and (f.envelope->>'retry_until' is null
                or to_timestamp((f.envelope->>'retry_until')::double precision) >= clock_timestamp())
           and not exists (select 1 from pgqueue.jobs j where j.id = f.job_id)
+          and pgqueue.queue_name_problem(f.queue) is null
         for update of f skip locked
     ), latest as (
         -- a job id may have failed more than once (retried, failed again, record kept):
