@@ -4,7 +4,7 @@ Revision ID: pgqueue_0007
 Revises: pgqueue_0006
 Create Date: 2026-11-30
 
-sql/revisions/0007/0007_schema.sql adds jobs.prefetched. reserve gains a fourth argument,
+sql/revisions/0007/upgrade.sql adds jobs.prefetched. reserve gains a fourth argument,
 run_now: the jobs granted past it on their final try are marked prefetched, and the worker
 clears the mark (the new mark_started) before it starts one; an expired lease still marked
 belongs to a job that never ran and gives its attempt back. The three-argument reserve stays,
@@ -22,28 +22,23 @@ down_revision: str | Sequence[str] | None = "pgqueue_0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Path under sql/ -> SHA-256 of the file as shipped, in the order they run.
-FILES = {
-    "revisions/0007/0007_schema.sql":
-        "bd2be0851d7e0c0f4310c17b493aa3404f9887dbf0ea24e85df89872ea57950f",
-    "revisions/0007/functions/reserve.sql":
-        "ba73ae38eb9129e5efa6e14b7a11b132f38733fcf3f09134f3a9fb2e223edf06",
-    "revisions/0007/functions/mark_started.sql":
-        "278cd6ea8f12a69af0375fae35ab9beb3f3fe026a073b13af3370f89c77b9f66",
-}
+# Files under sql/, in the order they run (sql/migrations.lock holds their SHA-256).
+UPGRADE = (
+    "revisions/0007/upgrade.sql",
+    "functions/reserve/0007.sql",
+    "functions/mark_started/0007.sql",
+)
 
 # The downgrade to 0006: drop what 0007 added, then 0006's frozen reserve again.
-DOWNGRADE_FILES = {
-    "revisions/0007/downgrade.sql":
-        "00ea2dabf932544ccbde239af5484c2c59bab98cb5ce605cd3e9338dcfee8a09",
-    "revisions/0006/functions/reserve.sql":
-        "e16bdaef7dd6628c88d2e4320daf42a37f6c06ae70de42143984b2e3ef4de452",
-}
+DOWNGRADE = (
+    "revisions/0007/downgrade.sql",
+    "functions/reserve/0006.sql",
+)
 
 
 def upgrade() -> None:
-    run_sql_files(FILES)
+    run_sql_files(UPGRADE)
 
 
 def downgrade() -> None:
-    run_sql_files(DOWNGRADE_FILES)
+    run_sql_files(DOWNGRADE)
