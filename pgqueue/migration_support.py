@@ -1,64 +1,77 @@
-"""Helpers the alembic revisions in ``migrations/versions`` call to run their frozen SQL files.
+"""What pgqueue's alembic revisions run: their frozen SQL files, checked against the lock.
 
-A revision never runs the readable definitions in ``sql/functions``: it runs its own frozen
-copies under ``sql/revisions/<revision>/``, each named with the SHA-256 of its content in the
-revision module. A database migrated to a revision therefore holds exactly what that
-revision shipped, whenever it was migrated, and a frozen file edited after the fact is
-refused instead of silently installing something else under the same revision id.
+Under ``sql/``:
+
+- ``functions/<name>/<NNNN>.sql``: every version of a stored function; revision ``pgqueue_<NNNN>``
+  installs it, and the newest is what head runs (a review of a change is a diff of two files);
+- ``revisions/<NNNN>/upgrade.sql`` and ``downgrade.sql``: what revision ``NNNN`` changes in the
+  tables, and its undo;
+- ``migrations.lock``: the SHA-256 of each of those frozen files (:mod:`pgqueue.migration_lock`).
+
+A revision runs the frozen files its module lists (``UPGRADE``, ``DOWNGRADE``), in that order, each
+checked against the lock first: a database migrated to a revision holds exactly what that
+revision shipped, whenever it was migrated, and a frozen file edited afterwards is refused
+instead of silently installing something else under the same revision id.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from alembic import context, op
+from alembic import context
+from alembic.runtime.migration import MigrationContext
 
-from pgqueue.resources import sql_file
+from pgqueue.migration_lock import COMMAND, checksum, read_lock, revision_of
+from pgqueue.resources import sql_bytes
 
 
 class FrozenFileChangedError(RuntimeError):
-    """A revision's frozen SQL file no longer has the checksum the revision recorded."""
+    """A frozen SQL file is not what ``sql/migrations.lock`` records for it (or the lock has no entry)."""
 
 
-def checksum(text: str) -> str:
-    """The checksum a revision records for a frozen SQL file: SHA-256 of its UTF-8 bytes, in hex."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def frozen_text(path: str, expected: str) -> str:
-    """The text of ``sql/<path>``, after checking it still has the checksum its revision recorded."""
-    text = sql_file(path)
-    found = checksum(text)
-    if found != expected:
+def frozen_text(path: str, lock: Mapping[str, str] | None = None) -> str:
+    """The text of ``sql/<path>``, after checking it against its checksum in the lock."""
+    recorded = (read_lock() if lock is None else lock).get(path)
+    data = sql_bytes(path)
+    if recorded is None:
+        raise FrozenFileChangedError(
+            f"pgqueue migrations: sql/{path} is not in sql/migrations.lock, so nothing was migrated. A new "
+            f"revision's files are added to the lock with `{COMMAND}`; in an installed package, reinstall pgqueue.")
+    found = checksum(data)
+    if found != recorded:
         raise FrozenFileChangedError(
             f"pgqueue migrations: sql/{path} was changed after its revision shipped (sha256 {found}, "
-            f"the revision recorded {expected}); nothing was migrated. A shipped revision must install "
-            "what it always installed: restore the file, and put the change in a new revision."
-        )
-    return text
+            f"sql/migrations.lock records {recorded}); nothing was migrated. A shipped revision must install "
+            "what it always installed: restore the file, and put the change in a new version, "
+            "sql/functions/<name>/<new revision>.sql. (If revision "
+            f"{revision_of(path) or '?'} has not shipped yet, re-record it: `{COMMAND} --amend "
+            f"{revision_of(path) or 'NNNN'}`.)")
+    return data.decode("utf-8")
 
 
-def run_sql_files(files: Mapping[str, str]) -> None:
-    """Execute frozen SQL files (``path under sql/ -> sha256``), in order, after checking each checksum.
+def run_sql_files(paths: Sequence[str]) -> None:
+    """Execute frozen SQL files (paths under sql/), in order, after checking every one against the lock.
 
     Online they run on the migration's connection and transaction; in ``--sql`` (offline)
-    mode they are printed verbatim.
+    mode they are printed verbatim. Call it from a revision's ``upgrade()`` or ``downgrade()``.
     """
-    texts = [(path, frozen_text(path, expected)) for path, expected in files.items()]
+    lock = read_lock()
+    texts = [(path, frozen_text(path, lock)) for path in paths]
+    migration = context.get_context()
     for path, text in texts:
-        if context.is_offline_mode():
-            # Printed verbatim: no bind-parameter parsing of colons in PL/pgSQL bodies.
-            context.get_context().impl.static_output(f"-- {path}\n{text}\n")
-        else:
-            _execute_verbatim(text)
+        _run(migration, path, text)
 
 
-def _execute_verbatim(text: str) -> None:
+def _run(migration: MigrationContext, path: str, text: str) -> None:
+    if migration.as_sql:
+        # Printed verbatim: no bind-parameter parsing of colons in PL/pgSQL bodies.
+        migration.impl.static_output(f"-- {path}\n{text}\n")
+        return
     # Straight to the driver cursor without parameters, so that `%` in comments and
     # PL/pgSQL format() strings is not taken for a placeholder. Same connection, same
     # transaction as the rest of the migration.
-    dbapi_connection = op.get_bind().connection.dbapi_connection
+    assert migration.connection is not None
+    dbapi_connection = migration.connection.connection.dbapi_connection
     assert dbapi_connection is not None
     cursor = dbapi_connection.cursor()
     try:

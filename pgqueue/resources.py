@@ -27,7 +27,7 @@ def _locate(packaged: str, source: str) -> Path:
 
 
 def sql_dir() -> Path:
-    """The folder holding pgqueue's SQL files (schema/, functions/, queries/)."""
+    """The folder holding pgqueue's SQL files (functions/, revisions/, head/, queries/, roles/)."""
     return _locate("_sql", "sql")
 
 
@@ -43,8 +43,39 @@ def versions_dir() -> Path:
 
 @cache
 def sql_file(relative_path: str) -> str:
-    """The text of one SQL file, e.g. ``sql_file("functions/reserve.sql")``."""
+    """The text of one SQL file, e.g. ``sql_file("functions/reserve/0007.sql")``."""
     return (sql_dir() / relative_path).read_text(encoding="utf-8")
+
+
+def sql_bytes(relative_path: str) -> bytes:
+    """The bytes of one SQL file, as its checksum in ``sql/migrations.lock`` sees them (never cached)."""
+    return (sql_dir() / relative_path).read_bytes()
+
+
+def function_names(root: Path | None = None) -> list[str]:
+    """The name of every stored function pgqueue has shipped: one folder each under ``sql/functions/``."""
+    return sorted(p.name for p in ((root or sql_dir()) / "functions").iterdir() if p.is_dir())
+
+
+def function_versions(name: str, root: Path | None = None) -> list[str]:
+    """Every version of one function, oldest first, as paths under ``sql/``: ``functions/<name>/<revision>.sql``.
+
+    The revision is the four digits of the alembic revision that installs that version
+    (``pgqueue_0007`` installs ``functions/reserve/0007.sql``); the last one is what head runs.
+    """
+    folder = (root or sql_dir()) / "functions" / name
+    versions = sorted(p.name for p in folder.glob("[0-9][0-9][0-9][0-9].sql"))
+    if not versions:
+        raise FileNotFoundError(f"pgqueue: no stored function named {name!r} ({folder} holds no version)")
+    return [f"functions/{name}/{version}" for version in versions]
+
+
+def function_path(name: str) -> str:
+    """The newest version of a stored function, the one head runs, as a path under ``sql/``.
+
+    ``sql_file(function_path("reserve"))`` is the text a reader reviews and a database at head runs.
+    """
+    return function_versions(name)[-1]
 
 
 @cache

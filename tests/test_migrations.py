@@ -10,21 +10,18 @@ import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
-from alembic.script import ScriptDirectory
 from psycopg.types.json import Jsonb
 
 from pgqueue import migrate
-from pgqueue.migration_support import FrozenFileChangedError, checksum, frozen_text
-from pgqueue.resources import sql_dir, sql_file, versions_dir
+from pgqueue.resources import function_names, function_path, sql_file, versions_dir
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FUNCTIONS = sorted(p.stem for p in (sql_dir() / "functions").glob("*.sql"))
+FUNCTIONS = function_names()
 HEAD = "pgqueue_0008"
 
 Snapshot = list[tuple[str, ...]]
@@ -371,53 +368,15 @@ def test_0001_still_installs_functions_without_a_pinned_search_path(empty_dsn: s
     assert [c for _, c in configs] == [None] * 15
 
 
-def test_the_readable_function_files_are_what_head_installs(dsn: str) -> None:
-    # Running every sql/functions/*.sql on a database at head changes nothing: the files a
-    # reader reviews are the functions the database runs.
-    before = schema_snapshot(dsn)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for path in sorted((sql_dir() / "functions").glob("*.sql")):
-            conn.execute(path.read_bytes())
-    assert schema_snapshot(dsn) == before
-    assert _functions(dsn) == FUNCTIONS
-
-
-def _revision_modules() -> dict[str, Any]:
-    scripts = ScriptDirectory.from_config(migrate.alembic_config())
-    return {script.revision: script.module for script in scripts.walk_revisions()}
-
-
-def test_each_readable_function_file_equals_its_newest_frozen_copy() -> None:
-    revisions = sorted(p.name for p in (sql_dir() / "revisions").iterdir())
-    for path in sorted((sql_dir() / "functions").glob("*.sql")):
-        frozen = [sql_dir() / "revisions" / r / "functions" / path.name for r in revisions]
-        newest = [p for p in frozen if p.exists()][-1]
-        assert path.read_bytes() == newest.read_bytes(), (
-            f"{path.name} differs from its copy in {newest.parent.parent.name}: ship the change in a new revision")
-
-
-def test_frozen_files_are_unchanged_and_all_accounted_for() -> None:
-    modules = _revision_modules()
-    assert sorted(modules) == ["pgqueue_0001", "pgqueue_0002", "pgqueue_0003", "pgqueue_0004", "pgqueue_0005",
-                              "pgqueue_0006", "pgqueue_0007", HEAD]
-    listed: dict[str, str] = {}
-    for module in modules.values():
-        for files in (getattr(module, "FILES", {}), getattr(module, "DOWNGRADE_FILES", {})):
-            for path, recorded in files.items():
-                assert checksum(sql_file(path)) == recorded, f"sql/{path} changed after its revision recorded it"
-                assert listed.setdefault(path, recorded) == recorded
-    on_disk = sorted(str(p.relative_to(sql_dir())) for p in (sql_dir() / "revisions").rglob("*.sql"))
-    assert sorted(listed) == on_disk
-    # 0001 runs the files it shipped with, byte for byte (their checksums as of revision 0001).
-    assert modules["pgqueue_0001"].FILES["revisions/0001/functions/enqueue.sql"] == (
-        "10741439c8c996f1ff22aa602fe2758b832e129105dd28139a2d3aea8259f64a")
-
-
-def test_a_frozen_file_changed_after_shipping_is_refused() -> None:
-    path = "revisions/0001/functions/enqueue.sql"
-    assert frozen_text(path, checksum(sql_file(path))) == sql_file(path)
-    with pytest.raises(FrozenFileChangedError, match=r"sql/revisions/0001/functions/enqueue.sql was changed"):
-        frozen_text(path, "0" * 64)
+def test_head_runs_the_newest_version_of_each_function(dsn: str) -> None:
+    # A reader reviews sql/functions/<name>/<newest>.sql: it is what a database at head runs.
+    with psycopg.connect(dsn) as conn:
+        installed = {r[0]: r[1] for r in conn.execute(
+            b"select p.oid::regprocedure::text, p.prosrc from pg_proc p"
+            b" where p.pronamespace = 'pgqueue'::regnamespace")}
+    newest = "".join(sql_file(function_path(name)) for name in FUNCTIONS)
+    assert installed and all(body in newest for body in installed.values())
+    assert {signature.split("(")[0].removeprefix("pgqueue.") for signature in installed} == set(FUNCTIONS)
 
 
 def test_0002_stops_on_jobs_no_worker_can_serve_and_changes_nothing(empty_dsn: str) -> None:

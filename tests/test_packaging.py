@@ -54,9 +54,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
 def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) -> None:
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "pgqueue/_sql/functions/reserve.sql" in names
-    assert "pgqueue/_sql/revisions/0001/0001_schema.sql" in names
-    assert "pgqueue/_sql/revisions/0002/functions/enqueue.sql" in names
+    assert "pgqueue/_sql/functions/reserve/0001.sql" in names and "pgqueue/_sql/functions/reserve/0007.sql" in names
+    assert "pgqueue/_sql/revisions/0001/upgrade.sql" in names and "pgqueue/_sql/revisions/0002/downgrade.sql" in names
+    assert "pgqueue/_sql/migrations.lock" in names
+    # Every frozen file the lock names travels in the wheel, so the installed package can migrate.
+    lock = zipfile.ZipFile(wheel).read("pgqueue/_sql/migrations.lock").decode()
+    assert {f"pgqueue/_sql/{line.split('  ', 1)[1]}" for line in lock.splitlines()} <= names
     assert "pgqueue/_migrations/versions/0002_pgqueue_hardening.py" in names
     assert "pgqueue/_sql/queries/explain_reservation.sql" in names
     assert "pgqueue/_migrations/env.py" in names

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue.resources import query, sql_file
+from pgqueue.resources import function_path, query, sql_file
 from tests.helpers import dsn_for_database
 from tests.sql_calls import Conn, reserve, scalar
 
@@ -194,12 +194,12 @@ def test_reserve_function_plans_use_the_index(request: pytest.FixtureRequest, ba
 
 
 def test_the_explained_query_is_the_reservations_candidate_select() -> None:
-    """sql/queries/explain_reservation.sql must stay a copy of the candidate CTE of reserve.sql."""
+    """sql/queries/explain_reservation.sql must stay a copy of the candidate CTE of reserve's newest version."""
 
     def words(text: str) -> str:
         return " ".join(text.split())
 
-    body = sql_file("functions/reserve.sql")
+    body = sql_file(function_path("reserve"))
     candidate = re.search(r"from \((\s*select j\.id.*?for update skip locked)\s*\) c;", body, re.S)
     assert candidate is not None, "reserve.sql no longer has its candidate subquery"
     in_function = words(candidate.group(1))

@@ -303,9 +303,9 @@ async def test_the_queue_listing_reads_indexes_only(dsn: str) -> None:
 
 def test_heartbeat_bounds_match_the_limits() -> None:
     from pgqueue import limits
-    from pgqueue.resources import sql_file
+    from pgqueue.resources import function_path, sql_file
 
-    text = sql_file("functions/heartbeat.sql")
+    text = sql_file(function_path("heartbeat"))
     assert f"p_seconds >= {limits.MIN_LEASE_SECONDS:g}" in text
     assert f"p_seconds <= {limits.MAX_LEASE_SECONDS:.0f}" in text
     assert "set search_path = pg_catalog, pg_temp" in text
