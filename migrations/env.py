@@ -5,6 +5,11 @@ The database comes, in this order, from a DSN handed over by ``pgqueue migrate``
 then ``DATABASE_URL``. Any libpq DSN works (URI or key=value). pgqueue records its
 revision in its own table, ``pgqueue_alembic_version``, so it never collides with an
 application's alembic history in the same database.
+
+``pgqueue migrate`` of an empty database runs alembic's ``stamp`` with the config attribute
+``pgqueue_install_head`` set: the schema as it is at head is installed first (see
+pgqueue.migration_support.install_head), in the same transaction. Every other command,
+``alembic upgrade head`` included, walks the revisions.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from alembic import context
 from alembic.util import CommandError
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
+
+from pgqueue.migration_support import INSTALL_HEAD, install_head
 
 config = context.config
 
@@ -47,26 +54,32 @@ def _dsn() -> str:
     return str(dsn)
 
 
+def _run_migrations() -> None:
+    with context.begin_transaction():
+        # pgqueue.migrate.upgrade of an empty database: install head, then `stamp` records it, in
+        # the same transaction (instead of walking every revision).
+        if config.attributes.get(INSTALL_HEAD):
+            install_head(context.get_context())
+        context.run_migrations()
+
+
 def run_migrations_offline() -> None:
     context.configure(dialect_name="postgresql", version_table=VERSION_TABLE, literal_binds=True,
                       transactional_ddl=True)
-    with context.begin_transaction():
-        context.run_migrations()
+    _run_migrations()
 
 
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
         context.configure(connection=connection, version_table=VERSION_TABLE, transactional_ddl=True)
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_migrations()
         return
     dsn = _dsn()
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
     with engine.connect() as conn:
         context.configure(connection=conn, version_table=VERSION_TABLE, transactional_ddl=True)
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_migrations()
     engine.dispose()
 
 

@@ -12,6 +12,11 @@ Two ways to install pgqueue's schema; use one per database:
 
 :func:`upgrade` recognises a database whose pgqueue branch was applied the second way and
 upgrades that branch where it is recorded, instead of installing the schema a second time.
+
+On an empty database (no ``pgqueue`` schema, no pgqueue revision recorded), :func:`upgrade` to
+head does not walk the revisions one by one: it installs pgqueue as it is at head (the head
+schema, the newest version of every function, the triggers) and stamps the head revision, in
+one transaction. A database at any revision, and ``alembic upgrade`` itself, walk the revisions.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from sqlalchemy.pool import NullPool
 
 from pgqueue import store
 from pgqueue.errors import QueueConfigurationError
+from pgqueue.migration_support import INSTALL_HEAD
 from pgqueue.resources import migrations_dir, versions_dir
 
 # The table an application's alembic tree records its revisions in (alembic's default).
@@ -102,10 +108,15 @@ def upgrade(dsn: str, revision: str = "head") -> None:
 
     If pgqueue's branch was applied through your alembic tree (its revision is in your
     ``alembic_version`` table), that branch is upgraded and recorded there, in one transaction.
+    An empty database migrated to head gets the head install (see the module's docstring); to
+    walk the revisions instead, run ``alembic upgrade head`` or ``command.upgrade(alembic_config(dsn),
+    "head")``.
     """
-    adopted = _recorded_in_app_table(dsn)
+    adopted, installed = _inspect(dsn)
     if adopted:
         _upgrade_in_app_table(dsn, adopted, revision)
+    elif not installed and _is_head(revision):
+        command.stamp(_head_install_config(dsn), "head")
     else:
         command.upgrade(alembic_config(dsn), revision)
 
@@ -123,9 +134,16 @@ def downgrade(dsn: str, revision: str = "base") -> None:
 
 
 def upgrade_sql(revision: str = "head") -> str:
-    """The SQL that ``upgrade`` would run on an empty database, for teams applying DDL themselves."""
+    """The SQL that ``upgrade`` would run on an empty database, for teams applying DDL themselves.
+
+    At head that is the head install and the stamp of the head revision; for an older
+    ``revision``, the revisions up to it.
+    """
     buffer = io.StringIO()
-    command.upgrade(alembic_config(output=buffer), revision, sql=True)
+    if _is_head(revision):
+        command.stamp(_head_install_config(output=buffer), "head", sql=True)
+    else:
+        command.upgrade(alembic_config(output=buffer), revision, sql=True)
     return buffer.getvalue()
 
 
@@ -136,17 +154,42 @@ def downgrade_sql(from_revision: str = "head", to_revision: str = "base") -> str
     return buffer.getvalue()
 
 
+# ------------------------------------------------------------------ head install
+def _is_head(revision: str) -> bool:
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    return revision in ("head", "heads", "pgqueue@head", *heads)
+
+
+def _head_install_config(dsn: str | None = None, *, output: Any = None) -> Config:
+    # migrations/env.py sees the attribute and runs migration_support.install_head before the stamp.
+    config = alembic_config(dsn, output=output)
+    config.attributes[INSTALL_HEAD] = True
+    return config
+
+
+def _inspect(dsn: str) -> tuple[list[str], bool]:
+    """(pgqueue's revisions in the application's alembic table, whether any of pgqueue is in the database)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        adopted = _adopted(conn)
+        installed = bool(adopted) or bool(store.alembic_own_versions(conn)) or store.pgqueue_schema_exists(conn)
+    return adopted, installed
+
+
 # ----------------------------------------------------------- pgqueue in your tree
 def _recorded_in_app_table(dsn: str) -> list[str]:
     """pgqueue's revisions recorded in the application's alembic table, if that is where its branch lives."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        adopted = store.alembic_user_versions(conn, revisions())
-        if adopted and store.alembic_own_versions(conn):
-            raise QueueConfigurationError(
-                f"pgqueue's schema is recorded twice in this database: in pgqueue_alembic_version (by `pgqueue "
-                f"migrate`) and in {APP_VERSION_TABLE} (by your alembic tree: {', '.join(adopted)}). Keep one: "
-                "`drop table pgqueue_alembic_version` to let your tree own it"
-            )
+        return _adopted(conn)
+
+
+def _adopted(conn: psycopg.Connection[Any]) -> list[str]:
+    adopted = store.alembic_user_versions(conn, revisions())
+    if adopted and store.alembic_own_versions(conn):
+        raise QueueConfigurationError(
+            f"pgqueue's schema is recorded twice in this database: in pgqueue_alembic_version (by `pgqueue "
+            f"migrate`) and in {APP_VERSION_TABLE} (by your alembic tree: {', '.join(adopted)}). Keep one: "
+            "`drop table pgqueue_alembic_version` to let your tree own it"
+        )
     return adopted
 
 

@@ -1,4 +1,4 @@
-"""What pgqueue's alembic revisions run: their frozen SQL files, checked against the lock.
+"""What pgqueue's alembic revisions run, and the head install of a fresh database.
 
 Under ``sql/``:
 
@@ -6,12 +6,18 @@ Under ``sql/``:
   installs it, and the newest is what head runs (a review of a change is a diff of two files);
 - ``revisions/<NNNN>/upgrade.sql`` and ``downgrade.sql``: what revision ``NNNN`` changes in the
   tables, and its undo;
-- ``migrations.lock``: the SHA-256 of each of those frozen files (:mod:`pgqueue.migration_lock`).
+- ``migrations.lock``: the SHA-256 of each of those frozen files (:mod:`pgqueue.migration_lock`);
+- ``head/schema.sql`` and ``head/triggers.sql``: the tables and triggers as they are at head.
 
 A revision runs the frozen files its module lists (``UPGRADE``, ``DOWNGRADE``), in that order, each
 checked against the lock first: a database migrated to a revision holds exactly what that
 revision shipped, whenever it was migrated, and a frozen file edited afterwards is refused
 instead of silently installing something else under the same revision id.
+
+An empty database migrated to head by :func:`pgqueue.migrate.upgrade` does not walk the revisions:
+:func:`install_head` runs ``head/schema.sql``, the newest version of every function, then
+``head/triggers.sql``, and alembic stamps the head revision, in one transaction. The tests compare
+its catalog with that of databases upgraded from every revision.
 """
 
 from __future__ import annotations
@@ -22,7 +28,12 @@ from alembic import context
 from alembic.runtime.migration import MigrationContext
 
 from pgqueue.migration_lock import COMMAND, checksum, read_lock, revision_of
-from pgqueue.resources import sql_bytes
+from pgqueue.resources import function_names, function_path, sql_bytes, sql_file
+
+HEAD_SCHEMA = "head/schema.sql"
+HEAD_TRIGGERS = "head/triggers.sql"
+# The alembic config attribute that makes migrations/env.py install head before a `stamp`.
+INSTALL_HEAD = "pgqueue_install_head"
 
 
 class FrozenFileChangedError(RuntimeError):
@@ -58,6 +69,28 @@ def run_sql_files(paths: Sequence[str]) -> None:
     lock = read_lock()
     texts = [(path, frozen_text(path, lock)) for path in paths]
     migration = context.get_context()
+    for path, text in texts:
+        _run(migration, path, text)
+
+
+def head_files() -> list[str]:
+    """What the head install runs, in order (paths under sql/): the schema, every function's newest version,
+    the triggers."""
+    return [HEAD_SCHEMA, *(function_path(name) for name in function_names()), HEAD_TRIGGERS]
+
+
+def install_head(migration: MigrationContext) -> None:
+    """Install pgqueue as it is at head into an empty database, on ``migration``'s connection and transaction.
+
+    migrations/env.py calls it before alembic stamps the head revision (``pgqueue.migrate.upgrade``
+    of an empty database); it is never part of a revision. The functions' files are frozen and
+    checked against the lock; the head schema and triggers are not (they change with every
+    revision that changes a table, and the tests hold them to the revisions).
+    """
+    lock = read_lock()
+    paths = head_files()
+    texts = [(path, sql_file(path) if path in (HEAD_SCHEMA, HEAD_TRIGGERS) else frozen_text(path, lock))
+             for path in paths]
     for path, text in texts:
         _run(migration, path, text)
 

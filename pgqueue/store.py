@@ -1014,6 +1014,12 @@ def alembic_own_versions(conn: Any) -> list[str]:
     return _versions(conn, query("alembic_own_versions"))
 
 
+def pgqueue_schema_exists(conn: Any) -> bool:
+    """Whether the database has a schema named ``pgqueue`` (empty or not)."""
+    row = sync_driver_connection(conn).execute(query("pgqueue_schema_exists")).fetchone()
+    return bool(row and row[0])
+
+
 def alembic_user_versions(conn: Any, revisions: list[str]) -> list[str]:
     """Which of pgqueue's ``revisions`` the application's ``alembic_version`` records; [] when it has none."""
     return _versions(conn, query("alembic_user_versions"), {"revisions": revisions})

@@ -1,5 +1,6 @@
 """pgqueue's alembic migrations: from the repository root, programmatically, offline, and
-as a branch inside a user's own alembic project."""
+as a branch inside a user's own alembic project; the head install of an empty database against
+the revisions walked from each revision, and each revision's downgrade."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from alembic import command
 from psycopg.types.json import Jsonb
 
 from pgqueue import migrate
 from pgqueue.resources import function_names, function_path, sql_file, versions_dir
+from tests.catalog import KINDS, differences, schema_snapshot
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = function_names()
-HEAD = "pgqueue_0008"
+REVISIONS = migrate.revisions()
+HEAD = REVISIONS[-1]
 
 Snapshot = list[tuple[str, ...]]
 
@@ -137,7 +141,12 @@ def test_upgrade_sql_is_the_whole_schema_and_applies_as_printed(empty_dsn: str, 
     script = migrate.upgrade_sql()
     assert "create table pgqueue.jobs" in script
     assert "create index jobs_reservation_idx" in script
+    # What `upgrade` runs on an empty database: the head install, each function's newest version once.
+    assert "-- head/schema.sql\n" in script and "-- head/triggers.sql\n" in script
+    assert "-- revisions/0001/upgrade.sql" not in script
     for name in FUNCTIONS:
+        assert script.count(f"-- {function_path(name)}\n") == 1, name
+        assert script.count(f"-- functions/{name}/") == 1, name
         assert f"create or replace function pgqueue.{name}(" in script, name
     # A team applying DDL by hand gets exactly what alembic would have built.
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
@@ -152,6 +161,12 @@ def test_upgrade_sql_is_the_whole_schema_and_applies_as_printed(empty_dsn: str, 
 
 def test_downgrade_sql_drops_the_schema() -> None:
     assert "drop schema if exists pgqueue cascade" in migrate.downgrade_sql()
+
+
+def test_upgrade_sql_to_an_older_revision_walks_the_revisions() -> None:
+    script = migrate.upgrade_sql("pgqueue_0002")
+    assert script.index("-- revisions/0001/upgrade.sql") < script.index("-- revisions/0002/upgrade.sql")
+    assert "-- functions/reserve/0002.sql" in script and "-- head/schema.sql" not in script
 
 
 # ----------------------------------------------------------- the branch-label recipe
@@ -242,67 +257,101 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
     _works(empty_dsn)
 
 
-# ------------------------------------------------------------ immutable revisions
+# ------------------------------------------------ head install against the revisions
 
-SCHEMA_SNAPSHOT = b"""
-    select 'function', p.oid::regprocedure::text,
-           pg_get_functiondef(p.oid) || ' config=' || coalesce(array_to_string(p.proconfig, ';'), '')
-           || ' volatility=' || p.provolatile::text || ' security_definer=' || p.prosecdef::text
-    from pg_proc p where p.pronamespace = 'pgqueue'::regnamespace
-    union all
-    select 'relation', c.relname, c.relkind::text || ' ' || coalesce(array_to_string(c.reloptions, ','), '')
-    from pg_class c where c.relnamespace = 'pgqueue'::regnamespace
-    union all
-    select 'column', c.relname || '.' || a.attname,
-           format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull::text
-           || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '') || ' position=' || a.attnum
-    from pg_attribute a join pg_class c on c.oid = a.attrelid
-    left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
-    where c.relnamespace = 'pgqueue'::regnamespace and a.attnum > 0 and not a.attisdropped
-    union all
-    select 'constraint', c.relname || '.' || k.conname, pg_get_constraintdef(k.oid) || ' valid=' || k.convalidated
-    from pg_constraint k join pg_class c on c.oid = k.conrelid where c.relnamespace = 'pgqueue'::regnamespace
-    union all
-    select 'index', i.indexname, i.indexdef from pg_indexes i where i.schemaname = 'pgqueue'
-    union all
-    select 'view', c.relname, pg_get_viewdef(c.oid)
-    from pg_class c where c.relnamespace = 'pgqueue'::regnamespace and c.relkind = 'v'
-    union all
-    select 'comment', d.classoid::regclass::text || ' ' || coalesce(p.oid::regprocedure::text, c.relname), d.description
-    from pg_description d
-    left join pg_proc p on d.classoid = 'pg_proc'::regclass and p.oid = d.objoid
-    left join pg_class c on d.classoid = 'pg_class'::regclass and c.oid = d.objoid
-    where p.pronamespace = 'pgqueue'::regnamespace or c.relnamespace = 'pgqueue'::regnamespace
-    union all
-    select 'sequence', s.sequencename, s.data_type::text || ' ' || s.start_value || ' ' || s.increment_by
-    from pg_sequences s where s.schemaname = 'pgqueue'
-    order by 1, 2, 3
-"""
+def _walk(dsn: str, revision: str) -> None:
+    """Upgrade through the revisions, one after the other, as `alembic upgrade` does (never the head install)."""
+    command.upgrade(migrate.alembic_config(dsn), revision)
 
 
-def schema_snapshot(dsn: str) -> list[tuple[str, str, str]]:
-    """Everything pgqueue installed, by name and definition (oids and row versions left out):
-    functions' bodies, settings, volatility; tables, columns, constraints, indexes, views,
-    sequences and comments."""
+def _columns_with_missing_values(dsn: str) -> list[str]:
+    # A column added to a table that already existed (a revision's ALTER TABLE ... ADD COLUMN with a
+    # default) answers older rows from the catalog; a column created with its table never does. So
+    # this tells how the database was built, although no query can tell the results apart.
     with psycopg.connect(dsn) as conn:
-        conn.execute(b"set search_path = pg_catalog")  # names print schema-qualified
-        return [(str(a), str(b), str(c)) for a, b, c in conn.execute(SCHEMA_SNAPSHOT).fetchall()]
+        return sorted(f"{r[0]}.{r[1]}" for r in conn.execute(
+            b"select c.relname, a.attname from pg_attribute a join pg_class c on c.oid = a.attrelid"
+            b" where c.relnamespace = 'pgqueue'::regnamespace and a.atthasmissing"))
 
 
-def test_upgrading_from_0001_gives_the_same_schema_as_a_fresh_install_at_head(empty_dsn: str, dsn: str) -> None:
-    migrate.upgrade(empty_dsn, "pgqueue_0001")
-    assert _version(empty_dsn) == ["pgqueue_0001"]
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # a database in use, jobs waiting
+def test_an_empty_database_gets_the_head_install_and_alembic_walks_the_revisions(empty_dsn: str, dsn: str) -> None:
+    # The tests' template (behind `dsn`) was built by migrate.upgrade on an empty database: the head install.
+    assert _version(dsn) == [HEAD]
+    assert _columns_with_missing_values(dsn) == []
+    # alembic itself walks the revisions: the columns that 0003 and 0007 added to pgqueue.jobs show it.
+    _alembic("upgrade", "head", cwd=REPO_ROOT, env={"PGQUEUE_DSN": empty_dsn})
+    assert _version(empty_dsn) == [HEAD]
+    assert {"jobs.prefetched", "jobs.snoozes"} <= set(_columns_with_missing_values(empty_dsn))
+
+
+@pytest.mark.parametrize("start", REVISIONS)
+def test_upgrading_from_each_revision_gives_the_catalog_of_the_head_install(start: str, empty_dsn: str,
+                                                                           dsn: str) -> None:
+    # An existing database at `start` (jobs waiting), upgraded by migrate.upgrade, against a fresh
+    # database at head: two paths that share no SQL file but the functions' newest versions.
+    _walk(empty_dsn, start)
+    assert _version(empty_dsn) == [start]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
         waiting = enqueue(conn, envelope("waiting"))
         enqueue(conn, envelope("reports"), delay=60)
     migrate.upgrade(empty_dsn)
     assert _version(empty_dsn) == [HEAD]
     upgraded, fresh = schema_snapshot(empty_dsn), schema_snapshot(dsn)
-    assert {kind for kind, _, _ in fresh} == {"function", "relation", "column", "constraint", "index", "view",
-                                             "comment", "sequence"}
-    assert upgraded == fresh
+    assert {kind for kind, _, _ in fresh} >= KINDS
+    assert upgraded == fresh, differences(upgraded, fresh)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:  # the waiting jobs survived the upgrade
         assert [r["id"] for r in reserve(conn, ["waiting"], 5)] == [waiting]
+
+
+@pytest.mark.parametrize("target", REVISIONS[:-1])
+def test_downgrading_the_head_install_to_each_revision_gives_what_that_revision_installed(
+        target: str, empty_dsn: str, dsn: str) -> None:
+    _walk(empty_dsn, target)
+    at_target = schema_snapshot(empty_dsn)
+    migrate.downgrade(dsn, target)
+    assert _version(dsn) == [target]
+    downgraded = schema_snapshot(dsn)
+    assert downgraded == at_target, differences(downgraded, at_target, ("downgraded", f"walked to {target}"))
+    migrate.upgrade(dsn)
+    _works(dsn)
+
+
+# Each statement changes one thing the comparison must see (the kind it shows up as).
+DELIBERATE = [
+    ("relation", "alter table pgqueue.jobs set (autovacuum_vacuum_threshold = 5001)"),
+    ("relation", "alter view pgqueue.queue_stats set (security_barrier = true)"),
+    ("relation", "grant select on pgqueue.failed_jobs to public"),
+    ("relation", "create table pgqueue.extra (id integer)"),
+    ("column", "alter table pgqueue.jobs alter column priority set default 1"),
+    ("column", "alter table pgqueue.completed_jobs alter column latency type numeric"),
+    ("column", "alter table pgqueue.jobs alter column reserved_at set not null"),
+    ("column", "alter table pgqueue.jobs alter column unique_key set statistics 500"),
+    ("column", "alter table pgqueue.jobs alter column queue set (n_distinct = 10)"),
+    ("constraint", "alter table pgqueue.jobs drop constraint jobs_snoozes_non_negative"),
+    ("constraint", "alter table pgqueue.queues add constraint queues_extra check (rate_tokens >= 0) not valid"),
+    ("index", "create index jobs_created_at_idx on pgqueue.jobs (created_at)"),
+    ("index", "alter table pgqueue.jobs cluster on jobs_reservation_idx"),
+    ("function", "alter function pgqueue.clear(text) set work_mem = '1MB'"),
+    ("function", "alter function pgqueue.clear(text) cost 1000"),
+    ("function", "revoke execute on function pgqueue.clear(text) from public"),
+    ("trigger", "alter table pgqueue.jobs disable trigger jobs_unique_requeue"),
+    ("sequence", "alter sequence pgqueue.lease_token_seq increment by 2"),
+    ("sequence", "alter sequence pgqueue.lease_token_seq owned by pgqueue.jobs.token"),
+    ("comment", "comment on column pgqueue.jobs.token is 'the fencing token'"),
+    ("comment", "comment on table pgqueue.unique_keys is null"),
+    ("schema", "grant usage on schema pgqueue to public"),
+    ("default privileges", "alter default privileges in schema pgqueue grant select on tables to public"),
+]
+
+
+@pytest.mark.parametrize(("kind", "statement"), DELIBERATE, ids=[s for _, s in DELIBERATE])
+def test_the_comparison_sees_each_kind_of_difference(kind: str, statement: str, dsn: str) -> None:
+    before = schema_snapshot(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(statement.encode())
+    after = schema_snapshot(dsn)
+    assert after != before
+    assert kind in {row[0] for row in set(after) ^ set(before)}, differences(after, before)
 
 
 def test_downgrading_0002_restores_what_0001_installed(empty_dsn: str, pg_admin_dsn: str) -> None:

@@ -56,6 +56,7 @@ def test_the_wheel_carries_sql_migrations_and_cli(installed: tuple[Path, Path]) 
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "pgqueue/_sql/functions/reserve/0001.sql" in names and "pgqueue/_sql/functions/reserve/0007.sql" in names
     assert "pgqueue/_sql/revisions/0001/upgrade.sql" in names and "pgqueue/_sql/revisions/0002/downgrade.sql" in names
+    assert "pgqueue/_sql/head/schema.sql" in names and "pgqueue/_sql/head/triggers.sql" in names
     assert "pgqueue/_sql/migrations.lock" in names
     # Every frozen file the lock names travels in the wheel, so the installed package can migrate.
     lock = zipfile.ZipFile(wheel).read("pgqueue/_sql/migrations.lock").decode()

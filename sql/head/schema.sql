@@ -1,0 +1,251 @@
+-- pgqueue schema at head: the schema, the token sequence, the tables with their constraints,
+-- indexes and storage settings, the stats view and their comments, written as they are after the
+-- newest revision (not as the revisions' deltas). A fresh database at head runs this file, then the
+-- newest version of every function (sql/functions/<name>/), then head/triggers.sql, and is stamped
+-- with the head revision (pgqueue.migration_support.install_head). The revisions themselves never
+-- run it. tests/test_migrations.py checks that the result is the catalog of a database upgraded
+-- through every revision; a revision that changes a table changes this file too.
+--
+-- Columns come in the order an upgraded database has them (a column a later revision added
+-- comes after the older ones), so both have the same row types and the same `select *`.
+
+create schema if not exists pgqueue;
+
+-- Fencing tokens. One value per reservation, never reused: a retried failure or a
+-- re-reserved job always gets a token no earlier holder ever saw.
+create sequence if not exists pgqueue.lease_token_seq as bigint;
+
+create table pgqueue.jobs (
+    id            uuid        primary key,                 -- the job's identity for life
+    queue         text        not null,
+    priority      smallint    not null default 0,           -- higher runs first within a queue
+    envelope      jsonb       not null,                     -- what dispatch fixed; never rewritten
+    attempts      integer     not null default 0,           -- reservations so far
+    max_tries     integer     not null,                     -- copied from the envelope
+    retry_until   timestamptz,                              -- deadline; null = none
+    -- Ready: now() >= available_at and token is null. Delayed: available_at in the future.
+    -- Reserved: token is not null; available_at then holds the lease expiry, so an
+    -- expired lease is found by the very same index range as a ready job.
+    available_at  timestamptz not null default now(),
+    reserved_at   timestamptz,
+    token         bigint,
+    created_at    timestamptz not null default now(),
+    -- Unique jobs (revision 0003): a job dispatched with a unique key in a state scope carries it.
+    --   'queued': at most one job per key that is waiting (ready or delayed, token is null);
+    --   'active': at most one job per key that is queued or running (the row exists at all).
+    unique_key    text,
+    unique_scope  text,
+    snoozes       integer     not null default 0,           -- times snoozed (pgqueue.snooze), no try used
+    due_at        timestamptz,                              -- when the current attempt became due
+    prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
+    -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
+    -- control character (U+0001-U+001F, U+007F) and no white space at either end (spelled out as
+    -- the characters Python's str.isspace() accepts, so the rule does not depend on the locale).
+    constraint jobs_queue_name check (
+        length(queue) between 1 and 200
+        and queue ~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$'),
+    constraint jobs_max_tries_positive check (max_tries >= 1),
+    constraint jobs_attempts_non_negative check (attempts >= 0),
+    constraint jobs_unique_scope check (
+        (unique_scope is null and unique_key is null)
+        or (unique_scope in ('queued', 'active') and unique_key is not null
+            and length(unique_key) between 1 and 1000)),
+    constraint jobs_snoozes_non_negative check (snoozes >= 0)
+) with (
+    -- The table is a conveyor belt: every row is inserted, updated once or twice and
+    -- deleted within seconds, so its live size is small while dead tuples pile up at
+    -- the job rate. Vacuum after a fixed number of dead rows instead of a fraction of a
+    -- (tiny) table, without cost-based throttling, so the reservation index stays dense.
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 5000,
+    autovacuum_vacuum_insert_scale_factor = 0.0,
+    autovacuum_vacuum_insert_threshold = 50000,
+    autovacuum_analyze_scale_factor = 0.0,
+    autovacuum_analyze_threshold = 10000,
+    autovacuum_vacuum_cost_delay = 0
+);
+
+-- The one index the reservation needs: per queue and priority, ready jobs and expired
+-- leases come first in available_at order; delayed jobs and live leases sort after them
+-- and are never visited by a reservation. next_due() reads the same index.
+create index jobs_reservation_idx on pgqueue.jobs (queue, priority, available_at);
+
+-- The two partial unique indexes are the whole enforcement of unique keys: pgqueue.enqueue_unique
+-- inserts with ON CONFLICT DO NOTHING, so concurrent producers of one key give exactly one row.
+-- Jobs without a key (unique_key null) are in neither index.
+create unique index jobs_unique_queued_idx on pgqueue.jobs (unique_key)
+    where unique_scope = 'queued' and token is null;
+create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
+    where unique_scope = 'active';
+
+comment on table pgqueue.jobs is
+    'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';
+comment on column pgqueue.jobs.prefetched is
+    'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
+
+create table pgqueue.failed_jobs (
+    id          uuid        primary key default gen_random_uuid(),  -- the failure id
+    job_id      uuid        not null,
+    connection  text        not null,
+    queue       text        not null,
+    envelope    jsonb       not null,
+    attempts    integer     not null,
+    exception   text,                   -- exception class, module-qualified; null for reasons decided in SQL
+    message     text        not null default '',
+    traceback   text,
+    reason      text        not null,
+    failed_at   timestamptz not null default now(),
+    constraint failed_jobs_reason check (reason in (
+        'exception', 'attempts_exhausted', 'deadline_passed',
+        'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled'))
+);
+
+create index failed_jobs_failed_at_idx on pgqueue.failed_jobs (failed_at desc);
+create index failed_jobs_queue_failed_at_idx on pgqueue.failed_jobs (queue, failed_at desc);
+create index failed_jobs_job_id_idx on pgqueue.failed_jobs (job_id);
+
+comment on table pgqueue.failed_jobs is
+    'pgqueue: terminal failures. May hold business data from job args and tracebacks: restrict access.';
+
+-- Unique for a period after dispatch, even once the job has finished (and been deleted):
+-- one row per key, taken over by the next dispatch only after it expired.
+create table pgqueue.unique_keys (
+    key         text        primary key,
+    job_id      uuid        not null,
+    expires_at  timestamptz not null,
+    constraint unique_keys_key_length check (length(key) between 1 and 1000)
+);
+
+comment on table pgqueue.unique_keys is
+    'pgqueue: unique keys with a period (unique_for); a dispatch of a key whose row has not expired is a duplicate.';
+
+-- Periodic jobs. Workers declare the schedules of their code here (pgqueue.schedule_sync) and
+-- enqueue each tick through pgqueue.enqueue_tick, whose primary key on (schedule, tick) makes
+-- every tick enqueued exactly once, whichever worker of whichever host gets there first.
+create table pgqueue.schedules (
+    name        text        primary key,          -- the job name
+    expression  text        not null,             -- cron (5 fields) or 'every <n>s'
+    timezone    text        not null,
+    catch_up    integer     not null,             -- missed ticks enqueued after downtime
+    changed_at  timestamptz not null default now(),  -- first seen, or expression/timezone changed
+    seen_at     timestamptz not null default now(),  -- a worker with this schedule last looked
+    constraint schedules_catch_up_positive check (catch_up >= 1)
+);
+
+create table pgqueue.schedule_ticks (
+    schedule     text        not null,
+    tick         timestamptz not null,
+    job_id       uuid        not null,
+    enqueued_at  timestamptz not null default clock_timestamp(),
+    primary key (schedule, tick)
+);
+
+comment on table pgqueue.schedules is
+    'pgqueue: periodic jobs as declared by the code of the workers that last ran.';
+comment on table pgqueue.schedule_ticks is
+    'pgqueue: one row per enqueued tick of a schedule (exactly once: primary key on schedule, tick).';
+
+-- What an operator set on a queue: paused, a global concurrency limit (at most N jobs of the
+-- queue reserved at once, across every worker), and a rate limit: a token bucket refilled at
+-- rate_limit per rate_period, of capacity rate_burst (null: the rate per period), so any window
+-- of T seconds sees at most rate * T + burst reservations. A queue without a row has no control:
+-- the reservation pays one primary-key probe and nothing else.
+create table pgqueue.queues (
+    name             text             primary key,
+    paused           boolean          not null default false,
+    concurrency      integer,
+    rate_limit       integer,
+    rate_period      interval,
+    -- The token bucket: tokens left at rate_refilled_at.
+    rate_tokens      double precision not null default 1,
+    rate_refilled_at timestamptz      not null default now(),
+    updated_at       timestamptz      not null default now(),
+    rate_burst       integer,
+    constraint queues_concurrency_positive check (concurrency is null or concurrency >= 1),
+    constraint queues_rate check ((rate_limit is null) = (rate_period is null)
+                                  and (rate_limit is null or rate_limit >= 1)
+                                  and (rate_period is null or rate_period > interval '0')),
+    constraint queues_rate_burst check (rate_burst is null or (rate_burst >= 1 and rate_limit is not null))
+);
+
+comment on table pgqueue.queues is
+    'pgqueue: per-queue controls (paused, concurrency and rate limits). Change rows only through pgqueue.pause, pgqueue.resume and pgqueue.set_limits.';
+comment on column pgqueue.queues.rate_burst is
+    'pgqueue: the token bucket''s capacity (most reservations at once); null: rate_limit, the rate per period.';
+
+-- Per-minute aggregates per queue and job name, written by the stored functions that already
+-- run with each outcome (ack, release, fail, cancel, and reserve's doomed path), so recording
+-- history costs no extra round trip. Concurrent writers of the same minute are spread over a few
+-- rows (shard = the writing backend's pid modulo 8) so that many workers acking at once do not
+-- queue up on one hot row: read with sum() over the shards (group by minute, queue, name).
+-- Pruned in batches by the workers' maintenance after its retention (default 7 days).
+create table pgqueue.job_stats (
+    minute         timestamptz      not null,   -- the minute (database clock) the outcome was recorded
+    queue          text             not null,
+    name           text             not null,   -- the job name ('?' if the envelope has none)
+    shard          smallint         not null,
+    succeeded      bigint           not null default 0,   -- acked
+    failed         bigint           not null default 0,   -- moved to failed_jobs (any reason but cancelled)
+    retried        bigint           not null default 0,   -- released for a retry
+    cancelled      bigint           not null default 0,   -- cancelled with pgqueue.cancel
+    -- Handler run time, of the outcomes whose worker reported it (duration_count of them).
+    duration_count bigint           not null default 0,
+    duration_sum   double precision not null default 0,   -- seconds
+    duration_max   double precision,
+    -- Queue latency: from the time the attempt was due to its handler's start.
+    latency_count  bigint           not null default 0,
+    latency_sum    double precision not null default 0,   -- seconds
+    latency_max    double precision,
+    primary key (minute, queue, name, shard)
+);
+
+comment on table pgqueue.job_stats is
+    'pgqueue: per-minute outcome counts, handler durations and queue latencies per queue and job name (sum over shard).';
+
+-- With keep_completed on, a copy of each acked job (written by the same statement as the ack),
+-- kept for audit until the workers' maintenance prunes it.
+create table pgqueue.completed_jobs (
+    job_id       uuid             not null,
+    queue        text             not null,
+    envelope     jsonb            not null,   -- args, name, tries, ... as dispatched
+    attempts     integer          not null,
+    created_at   timestamptz      not null,   -- dispatched
+    due_at       timestamptz,                 -- the last attempt became due
+    reserved_at  timestamptz,                 -- the last attempt was reserved
+    finished_at  timestamptz      not null default now(),
+    duration     double precision,            -- the last attempt's handler run time, seconds
+    latency      double precision             -- the last attempt's queue latency, seconds
+);
+
+create index completed_jobs_finished_at_idx on pgqueue.completed_jobs (finished_at);
+create index completed_jobs_job_id_idx on pgqueue.completed_jobs (job_id);
+
+comment on table pgqueue.completed_jobs is
+    'pgqueue: acked jobs kept for audit (keep_completed). May hold business data from job args: restrict access.';
+
+-- Per-queue counts for operators: select * from pgqueue.queue_stats;
+create view pgqueue.queue_stats as
+with live as (
+    select queue,
+           count(*) filter (where token is null and available_at <= now())       as ready,
+           count(*) filter (where token is null and available_at > now())        as delayed,
+           count(*) filter (where token is not null and available_at > now())    as reserved,
+           count(*) filter (where token is not null and available_at <= now())   as expired,
+           max(now() - available_at) filter (where token is null and available_at <= now())
+                                                                                 as oldest_ready_age
+    from pgqueue.jobs
+    group by queue
+), dead as (
+    select queue, count(*) as failed from pgqueue.failed_jobs group by queue
+)
+select coalesce(live.queue, dead.queue)      as queue,
+       coalesce(live.ready, 0)               as ready,
+       coalesce(live.delayed, 0)             as delayed,
+       coalesce(live.reserved, 0)            as reserved,
+       coalesce(live.expired, 0)             as expired,
+       coalesce(dead.failed, 0)              as failed,
+       live.oldest_ready_age                 as oldest_ready_age
+from live full join dead on dead.queue = live.queue;
+
+comment on view pgqueue.queue_stats is
+    'pgqueue: per queue, ready / delayed / reserved / expired-lease / failed counts and the age of the oldest ready job.';

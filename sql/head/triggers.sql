@@ -1,0 +1,13 @@
+-- pgqueue at head, after the functions: the triggers, as they are after the newest revision.
+-- A fresh database at head runs sql/head/schema.sql, the newest version of every function, then
+-- this file (a trigger needs its function). The revisions themselves never run it.
+
+-- A 'queued' job that goes back to waiting (release, snooze, release_unstarted) while another
+-- job of its key was dispatched during its run drops its key instead of failing the update:
+-- both then run, and the newer one keeps the key. The WHEN clause is evaluated without calling
+-- the function, so jobs without a key pay nothing.
+create trigger jobs_unique_requeue
+    before update of token on pgqueue.jobs
+    for each row
+    when (new.unique_scope = 'queued' and new.token is null and old.token is not null)
+    execute function pgqueue.unique_requeue();
