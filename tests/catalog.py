@@ -22,7 +22,7 @@ import psycopg
 # Each row: (kind, name, definition). Names print schema-qualified (the session's search_path is
 # pg_catalog only).
 SNAPSHOT = b"""
-with ns as (select 'pgqueue'::regnamespace as oid)
+with ns as (select n.oid from pg_namespace n where n.nspname = 'pgqueue')
 select 'schema', n.nspname::text,
        'owner=' || pg_get_userbyid(n.nspowner) || ' acl=' || coalesce(n.nspacl::text, '')
 from pg_namespace n, ns where n.oid = ns.oid

@@ -133,6 +133,7 @@ def test_programmatic_round_trip(empty_dsn: str) -> None:
     assert _functions(empty_dsn) == FUNCTIONS
     migrate.downgrade(empty_dsn)
     assert not _has_schema(empty_dsn)
+    assert schema_snapshot(empty_dsn) == []
     migrate.upgrade(empty_dsn)
     _works(empty_dsn)
 
