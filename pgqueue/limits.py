@@ -51,7 +51,7 @@ MAX_QUEUE_NAME_LENGTH = 200
 #: ignorable code points (variation selectors, Hangul fillers, ...), which display as nothing.
 #: A name holding one could look like another, or reorder the text around it in a terminal.
 #: Frozen here rather than read from :mod:`unicodedata`, whose data moves with the Python
-#: version: the rule is the same in every Python and in SQL (``sql/functions/queue_name_problem.sql``
+#: version: the rule is the same in every Python and in SQL (``sql/functions/queue_name_problem/``
 #: spells out the same ranges; tests/test_queue_names.py and tests/test_sql_hardening.py check
 #: both, and that the ranges still cover those categories of the running Python's Unicode data).
 QUEUE_NAME_REFUSED: tuple[tuple[int, int], ...] = (

@@ -17,7 +17,7 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from pgqueue import Client, Job, JobContext, QueueConfigurationError, limits, migrate
-from pgqueue.resources import sql_file
+from pgqueue.resources import function_path, sql_file
 from tests.api_support import client
 from tests.helpers import envelope
 from tests.sql_calls import Conn, enqueue, rows, scalar
@@ -119,12 +119,14 @@ def test_every_control_format_separator_and_surrogate_character_is_refused_anywh
 
 def test_the_rule_is_spelled_the_same_in_every_sql_file_that_inlines_it() -> None:
     pattern = re.compile(r"'\^\[\^,[^']*\$'")
+    enqueue, enqueue_many = function_path("enqueue"), function_path("enqueue_many")
     inlined = {path: pattern.findall(sql_file(path)) for path in
-               ("functions/enqueue.sql", "functions/enqueue_many.sql", "revisions/0008/0008_schema.sql")}
-    assert [len(found) for found in inlined.values()] == [1, 1, 2]  # the schema: the check of old jobs, the CHECK
+               (enqueue, enqueue_many, "revisions/0008/upgrade.sql", "head/schema.sql")}
+    # 0008's delta: the check of old jobs and the CHECK; the head schema: the CHECK.
+    assert [len(found) for found in inlined.values()] == [1, 1, 2, 1]
     assert len({regex for found in inlined.values() for regex in found}) == 1, inlined
     # ... and it is the ranges of pgqueue/limits.py.
-    regex = inlined["functions/enqueue.sql"][0]
+    regex = inlined[enqueue][0]
     for low, high in limits.QUEUE_NAME_REFUSED:
         if (low, high) != (0xD800, 0xDFFF):  # PostgreSQL text holds no surrogate, nor a NUL
             assert _sql_escape(max(low, 1)) in regex and _sql_escape(high) in regex

@@ -9,6 +9,11 @@
 -- Columns come in the order an upgraded database has them (a column a later revision added
 -- comes after the older ones), so both have the same row types and the same `select *`.
 
+-- The functions come next in name order, not in the order the revisions created them: a SQL
+-- function's body that calls one created later (queue_name_problem calls shown) is checked when
+-- it is called, not when it is created, as pg_dump does. For this install's transaction only.
+set local check_function_bodies = off;
+
 create schema if not exists pgqueue;
 
 -- Fencing tokens. One value per reservation, never reused: a retried failure or a
@@ -39,11 +44,12 @@ create table pgqueue.jobs (
     due_at        timestamptz,                              -- when the current attempt became due
     prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
-    -- control character (U+0001-U+001F, U+007F) and no white space at either end (spelled out as
-    -- the characters Python's str.isspace() accepts, so the rule does not depend on the locale).
+    -- control, format, separator or other invisible character anywhere (the ranges of
+    -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
+    -- no white space at either end (the characters Python's str.isspace() accepts).
     constraint jobs_queue_name check (
         length(queue) between 1 and 200
-        and queue ~ '^[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^,\u0001-\u001f\u007f]*[^,\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$'),
+        and queue ~ '^[^,\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\u0020\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]([^,\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*[^,\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\u0020\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000])?$'),
     constraint jobs_max_tries_positive check (max_tries >= 1),
     constraint jobs_attempts_non_negative check (attempts >= 0),
     constraint jobs_unique_scope check (
@@ -116,6 +122,9 @@ create table pgqueue.unique_keys (
     constraint unique_keys_key_length check (length(key) between 1 and 1000)
 );
 
+-- Expired keys are pruned by pgqueue.prune_ticks_and_keys (the workers' maintenance), oldest first.
+create index unique_keys_expires_at_idx on pgqueue.unique_keys (expires_at);
+
 comment on table pgqueue.unique_keys is
     'pgqueue: unique keys with a period (unique_for); a dispatch of a key whose row has not expired is a duplicate.';
 
@@ -129,7 +138,14 @@ create table pgqueue.schedules (
     catch_up    integer     not null,             -- missed ticks enqueued after downtime
     changed_at  timestamptz not null default now(),  -- first seen, or expression/timezone changed
     seen_at     timestamptz not null default now(),  -- a worker with this schedule last looked
-    constraint schedules_catch_up_positive check (catch_up >= 1)
+    -- Registered with the schedule (pgqueue.schedule_sync): the most seconds between two of its
+    -- ticks, and the template of its jobs' envelope (all of it but the id); pgqueue.enqueue_tick
+    -- builds each tick's job from them and refuses a tick outside the schedule's catch-up window.
+    period_seconds bigint,
+    template    jsonb,
+    constraint schedules_catch_up_positive check (catch_up >= 1),
+    constraint schedules_period_positive check (period_seconds >= 1),
+    constraint schedules_template_object check (jsonb_typeof(template) = 'object')
 );
 
 create table pgqueue.schedule_ticks (
@@ -196,11 +212,14 @@ create table pgqueue.job_stats (
     latency_count  bigint           not null default 0,
     latency_sum    double precision not null default 0,   -- seconds
     latency_max    double precision,
+    given_back     bigint           not null default 0,   -- interrupted by the worker (a forced stop), try given back
     primary key (minute, queue, name, shard)
 );
 
 comment on table pgqueue.job_stats is
     'pgqueue: per-minute outcome counts, handler durations and queue latencies per queue and job name (sum over shard).';
+comment on column pgqueue.job_stats.given_back is
+    'pgqueue: attempts the worker interrupted (a forced stop) and gave back with their try (pgqueue.release_interrupted).';
 
 -- With keep_completed on, a copy of each acked job (written by the same statement as the ack),
 -- kept for audit until the workers' maintenance prunes it.
