@@ -1,0 +1,39 @@
+"""pgqueue: outcomes are data (results, attempts, what waits for what).
+
+Revision ID: pgqueue_0009
+Revises: pgqueue_0008
+Create Date: 2026-12-01
+
+sql/revisions/0009/upgrade.sql (tables) and the functions below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pgqueue.migration_support import run_sql_files
+
+revision: str = "pgqueue_0009"
+down_revision: str | Sequence[str] | None = "pgqueue_0008"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Files under sql/, in the order they run (sql/migrations.lock holds their SHA-256): the table
+# changes, then each new or changed function's new version, "functions/<name>/0009.sql".
+UPGRADE = (
+    "revisions/0009/upgrade.sql",
+)
+
+# The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
+# added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
+DOWNGRADE = (
+    "revisions/0009/downgrade.sql",
+)
+
+
+def upgrade() -> None:
+    run_sql_files(UPGRADE)
+
+
+def downgrade() -> None:
+    run_sql_files(DOWNGRADE)

@@ -1,0 +1,2 @@
+-- pgqueue revision 0009, downgrade to 0008: undoes upgrade.sql and drops the functions 0009 added;
+-- the migration then runs the previous version of each function 0009 replaced.

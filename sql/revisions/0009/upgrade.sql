@@ -1,0 +1,2 @@
+-- pgqueue revision 0009: what the next features keep in the database (filled in by their changes).
+-- Executed by the alembic revision 0009 (migrations/versions/), before its functions.
