@@ -60,16 +60,28 @@ ADMIN_DSN = ""  # set by alternate(): the server probes sample on the admin conn
 
 async def alternate(admin_dsn: str, name: str, cases: list[Case], runs: int, measure: Measure,
                     results: dict[str, Any]) -> None:
-    """Run ``measure`` for every case, ``runs`` rounds, alternating cases within each round."""
+    """Run ``measure`` for every case, ``runs`` rounds, alternating cases within each round.
+
+    A case that fails (a job lost or run twice, a worker that died, a timeout) is logged and listed
+    under ``results["failures"]`` (RESULTS.md shows them first) and the run goes on: one peer's
+    failure does not cost the hours of every other measurement.
+    """
     global ADMIN_DSN  # noqa: PLW0603
     ADMIN_DSN = admin_dsn
     section: dict[str, dict[str, Series]] = results.setdefault(name, {})
     for round_no in range(1, runs + 1):
         for case in cases:
-            async with fresh_database(admin_dsn, case.system) as dsn:
-                await install(case.system, dsn)
-                started = time.monotonic()
-                figures = await measure(case, dsn)
+            started = time.monotonic()
+            try:
+                async with fresh_database(admin_dsn, case.system) as dsn:
+                    await install(case.system, dsn)
+                    started = time.monotonic()
+                    figures = await measure(case, dsn)
+            except Exception as exc:
+                log.exception("%s round %d/%d %s FAILED", name, round_no, runs, case.key)
+                results.setdefault("failures", []).append(
+                    f"{name} {case.key} round {round_no}: {type(exc).__name__}: {exc}")
+                continue
             for figure, value in figures.items():
                 section.setdefault(case.key, {}).setdefault(figure, Series()).add(value)
             shown = ", ".join(f"{k}={v:,.1f}" for k, v in figures.items())

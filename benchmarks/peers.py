@@ -132,7 +132,6 @@ class Peers:
         python = venv / "bin" / "python"
         if not (tree / "pyproject.toml").exists():
             log.info("making a worktree of %s in %s", commit[:12], tree)
-            subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True)
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
                            capture_output=True)
         if not python.exists():

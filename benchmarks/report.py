@@ -347,6 +347,9 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
         f"- systems: {', '.join(_label(s) for s in env.get('systems', []))}",
         "",
     ]
+    if results.get("failures"):
+        lines += ["## FAILED cases (left out of every table below)", "",
+                  *[f"- {failure}" for failure in results["failures"]], ""]
     lines += report_peers.targets(results)
     if any(s in results for s in ("drain", "single", "bulk", "latency")):
         lines += ["## Issue 18 targets (procrastinate and PgQueuer)", "", *_targets(results), ""]

@@ -3,6 +3,7 @@ a held depth, a pinned xmin, and the issue's targets, each from the same run's m
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -190,6 +191,28 @@ def processes(results: dict[str, Any]) -> list[str]:
         lines.append(f"| {label(system, results)} | {variant[1:]} | {conc[1:]} | **{_fmt(m('jobs_per_s'))}** | "
                      f"{_fmt(m('server_cpu_busy_pct'))} | {_fmt(m('server_cpu_us_per_job'), 1)} | "
                      f"{_fmt(m('wal_bytes_per_job'))} | {_fmt(m('lock_wait_pct'), 1)} |")
+    lines += ["", "Each system's best here, and the first step of its curve that gained less than 10% (with what "
+              "the server was doing there):", ""]
+    by_system: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for key, f in section.items():
+        by_system.setdefault(key.split("/")[0], []).append((key, f))
+    for system, steps in by_system.items():
+        def rate(step: tuple[str, dict[str, Any]]) -> float:
+            return float(step[1]["jobs_per_s"]["median"])
+
+        best = max(steps, key=rate)
+        bend = "its curve rose at every step measured"
+        for before, after in itertools.pairwise(steps):
+            if rate(after) < 1.1 * rate(before):
+                f = after[1]
+                bend = (f"bends at {'/'.join(after[0].split('/')[1:])} ({_fmt(rate(before))} -> {_fmt(rate(after))} "
+                        f"jobs/s; server busy {_fmt(f['server_cpu_busy_pct']['median'])}% of a core, "
+                        f"{_fmt(f['server_cpu_us_per_job']['median'], 1)} µs/job, WAL "
+                        f"{_fmt(f['wal_bytes_per_job']['median'])} B/job, lock waits "
+                        f"{_fmt(f['lock_wait_pct']['median'], 1)}%)")
+                break
+        lines.append(f"- {label(system, results)}: best {_fmt(rate(best))} jobs/s "
+                     f"({'/'.join(best[0].split('/')[1:])}); {bend}.")
     lines.append("")
     return lines
 
@@ -228,7 +251,8 @@ def xmin(results: dict[str, Any]) -> list[str]:
              f"same database) for {_fmt(s.get('xmin_pinned'))} s, then {_fmt(s.get('xmin_after'))} s after its "
              "release. Pickup = the commit of the job's batch -> its handler's start. Dead tuples: the peak of "
              "n_dead_tup over the system's tables, sampled every second; sizes (table, indexes) at the end of "
-             "the phase.", "",
+             "the phase. *backlog at the end*: jobs produced but not yet started when the producer stopped "
+             "(a system that could not hold the rate); *never picked up*: still not started a minute later.", "",
              "| system | phase | jobs/s | pickup p50 ms | pickup p99 ms | dead tuples (peak) | tables MiB | "
              "indexes MiB |", "|---|---|---|---|---|---|---|---|"]
     for key, f in section.items():
@@ -239,6 +263,9 @@ def xmin(results: dict[str, Any]) -> list[str]:
             lines.append(f"| {label(key, results)} | {phase} | {_fmt(m('jobs_per_s'))} | "
                          f"{_fmt(m('pickup_p50_ms'), 1)} | **{_fmt(m('pickup_p99_ms'), 1)}** | "
                          f"{_fmt(m('dead_tuples_peak'))} | {_fmt(m('table_mib'), 1)} | {_fmt(m('index_mib'), 1)} |")
+        lines.append(f"| {label(key, results)} | backlog at the end / never picked up | "
+                     f"{_fmt(f.get('backlog_at_end', {}).get('median'))} / "
+                     f"{_fmt(f.get('never_picked_up', {}).get('median'))} | | | | | |")
     lines.append("")
     return lines
 

@@ -236,7 +236,10 @@ def pinned_xmin(sizes: ScenarioSizes) -> Measure:
                 await pin.rollback()
                 released_at = time.time()
             paced = await pacer.wait(within=total_s + 120)
-            await worker.wait_hits(int(paced["produced"]), within=120)
+            backlog = int(paced["produced"]) - len(worker.hits)
+            # A system that did not keep up is a result (its rate and the backlog say so), not an error.
+            with contextlib.suppress(TimeoutError):
+                await worker.wait_hits(int(paced["produced"]), within=60)
             stop.set()
             await sampler
         finally:
@@ -249,7 +252,8 @@ def pinned_xmin(sizes: ScenarioSizes) -> Measure:
         batch = int(paced["batch"])
         phases = {"clean": (epoch0, pinned_at), "pinned": (pinned_at, released_at),
                   "after": (released_at, epoch0 + total_s + 0.001)}
-        figures: dict[str, float] = {"most_behind_s": float(paced["most_behind_s"])}
+        figures: dict[str, float] = {"most_behind_s": float(paced["most_behind_s"]), "backlog_at_end": float(backlog),
+                                     "never_picked_up": float(int(paced["produced"]) - len(set(seqs)))}
         for phase, (start, end) in phases.items():
             pickups = [1000 * (at - commits[seq - seq % batch]) for seq, at in worker.hits
                        if start <= commits[seq - seq % batch] < end]
