@@ -188,7 +188,8 @@ def processes(results: dict[str, Any]) -> list[str]:
         def m(name: str, figures: dict[str, Any] = f) -> float:
             return float(figures.get(name, {}).get("median", NAN))
 
-        lines.append(f"| {label(system, results)} | {variant[1:]} | {conc[1:]} | **{_fmt(m('jobs_per_s'))}** | "
+        shown = "uncapped" if system == "pgqueuer" else conc[1:]  # PgQueuer's processes run its default
+        lines.append(f"| {label(system, results)} | {variant[1:]} | {shown} | **{_fmt(m('jobs_per_s'))}** | "
                      f"{_fmt(m('server_cpu_busy_pct'))} | {_fmt(m('server_cpu_us_per_job'), 1)} | "
                      f"{_fmt(m('wal_bytes_per_job'))} | {_fmt(m('lock_wait_pct'), 1)} |")
     lines += ["", "Each system's best here, and the first step of its curve that gained less than 10% (with what "
@@ -294,6 +295,10 @@ def peer_notes(results: dict[str, Any]) -> list[str]:
         "(the pool grown to c when c > 10); schema by `oban.schema.install` (what `oban install` runs); bulk "
         "`oban.enqueue_many` (one INSERT); oban has no drain mode, so the worker stops (`oban.stop()`, which "
         "flushes its acks) once N handlers ran; checked in oban_jobs (N completed, one attempt each).",
+        "Documented knobs not used for these figures: awa's `PartitionedQueue` and `awa.queue_meta.enqueue_shards` "
+        "(its README: they trade strict FIFO for throughput on one hot queue, which no other system here gives "
+        "up) and its `queue_storage_queue_stripe_count`; chancy's `polling_interval` (moot with eager_polling "
+        "for a backlog); oban's Pro engine (paid: bulk acks, multi-process).",
         f"pgqueue@{env.get('base_rev', '?')} ({env.get('base_commit', '')[:12] or '?'}): this issue's base "
         "revision, from a git worktree of it with its own venv (the library installed as a wheel), so before "
         "and after are in the same interleaved run.",
