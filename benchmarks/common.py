@@ -10,7 +10,6 @@ import platform
 import signal
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -116,7 +115,11 @@ class WorkerProcess:
 
     def __init__(self, system: str, dsn: str, mode: str, concurrency: int, variant: str = "default",
                  expect: int = 0, extra: Sequence[str] = ()) -> None:
-        self.args = [sys.executable, "-m", "benchmarks.worker", system, dsn, mode, str(concurrency),
+        from benchmarks.peers import interpreter_for
+
+        # The system's own interpreter: this one, or the venv the harness made for it (peers.py).
+        self.interpreter = interpreter_for(system)
+        self.args = [self.interpreter.python, "-m", "benchmarks.worker", system, dsn, mode, str(concurrency),
                      "--variant", variant, "--expect", str(expect), *extra]
         self.proc: asyncio.subprocess.Process | None = None
         self.hits: list[tuple[int, float]] = []
@@ -127,8 +130,8 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            *self.args, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=None,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            *self.args, cwd=self.interpreter.cwd, stdout=asyncio.subprocess.PIPE, stderr=None,
+            env=self.interpreter.environment(), limit=2**26,  # a pace result lists every batch
         )
         self._reader = asyncio.create_task(self._read())
 
@@ -244,8 +247,9 @@ async def environment(admin_dsn: str) -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "cpu": cpu_model,
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "versions": {p: _version(p) for p in ("pgqueue-py", "procrastinate", "pgqueuer", "asyncpg", "psycopg",
-                                               "psycopg-pool", "psycopg-binary", "matplotlib")},
+        "versions": {p: _version(p) for p in ("pgqueue-py", "procrastinate", "pgqueuer", "awa-pg", "chancy",
+                                               "asyncpg", "psycopg", "psycopg-pool", "psycopg-binary",
+                                               "matplotlib")},
         "pgqueue_revision": git_revision(),
         "postgresql": pg,
         "commit_ms": commit_ms,

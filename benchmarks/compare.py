@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.common import Series, WorkerProcess, fresh_database, percentile
+from benchmarks.server_cost import ServerProbe
 from benchmarks.systems import install, producer, verify
 
 log = logging.getLogger("benchmarks")
@@ -54,18 +55,33 @@ class Case:
 
 
 Measure = Callable[[Case, str], Awaitable[dict[str, float]]]
+ADMIN_DSN = ""  # set by alternate(): the server probes sample on the admin connection
 
 
 async def alternate(admin_dsn: str, name: str, cases: list[Case], runs: int, measure: Measure,
                     results: dict[str, Any]) -> None:
-    """Run ``measure`` for every case, ``runs`` rounds, alternating cases within each round."""
+    """Run ``measure`` for every case, ``runs`` rounds, alternating cases within each round.
+
+    A case that fails (a job lost or run twice, a worker that died, a timeout) is logged and listed
+    under ``results["failures"]`` (RESULTS.md shows them first) and the run goes on: one peer's
+    failure does not cost the hours of every other measurement.
+    """
+    global ADMIN_DSN  # noqa: PLW0603
+    ADMIN_DSN = admin_dsn
     section: dict[str, dict[str, Series]] = results.setdefault(name, {})
     for round_no in range(1, runs + 1):
         for case in cases:
-            async with fresh_database(admin_dsn, case.system) as dsn:
-                await install(case.system, dsn)
-                started = time.monotonic()
-                figures = await measure(case, dsn)
+            started = time.monotonic()
+            try:
+                async with fresh_database(admin_dsn, case.system) as dsn:
+                    await install(case.system, dsn)
+                    started = time.monotonic()
+                    figures = await measure(case, dsn)
+            except Exception as exc:
+                log.exception("%s round %d/%d %s FAILED", name, round_no, runs, case.key)
+                results.setdefault("failures", []).append(
+                    f"{name} {case.key} round {round_no}: {type(exc).__name__}: {exc}")
+                continue
             for figure, value in figures.items():
                 section.setdefault(case.key, {}).setdefault(figure, Series()).add(value)
             shown = ", ".join(f"{k}={v:,.1f}" for k, v in figures.items())
@@ -77,12 +93,8 @@ async def alternate(admin_dsn: str, name: str, cases: list[Case], runs: int, mea
 def single_enqueue(sizes: Sizes) -> Measure:
     async def measure(case: Case, dsn: str) -> dict[str, float]:
         async with producer(case.system, dsn, case.variant) as p:
-            for seq in range(20):  # warm the connection and prepared statements
-                await p.single(-1 - seq)
-            started = time.perf_counter()
-            for seq in range(sizes.single):
-                await p.single(seq)
-            elapsed = time.perf_counter() - started
+            await p.singles([-1 - seq for seq in range(20)])  # warm the connection and prepared statements
+            elapsed = await p.singles(list(range(sizes.single)))
         return {"jobs_per_s": sizes.single / elapsed}
     return measure
 
@@ -91,11 +103,11 @@ def bulk_enqueue(sizes: Sizes) -> Measure:
     async def measure(case: Case, dsn: str) -> dict[str, float]:
         async with producer(case.system, dsn, case.variant) as p:
             await p.bulk(list(range(-sizes.bulk_chunk, 0)))  # warm-up chunk
-            started = time.perf_counter()
-            for first in range(0, sizes.bulk, sizes.bulk_chunk):
-                await p.bulk(list(range(first, min(first + sizes.bulk_chunk, sizes.bulk))))
-            elapsed = time.perf_counter() - started
-        return {"jobs_per_s": sizes.bulk / elapsed}
+            chunks = [list(range(first, min(first + sizes.bulk_chunk, sizes.bulk)))
+                      for first in range(0, sizes.bulk, sizes.bulk_chunk)]
+            async with ServerProbe(ADMIN_DSN, dsn) as probe:
+                elapsed = await p.bulks(chunks)
+        return {"jobs_per_s": sizes.bulk / elapsed, **await probe.figures(sizes.bulk)}
     return measure
 
 
@@ -112,8 +124,9 @@ def drain(sizes: Sizes) -> Measure:
             for first in range(0, total, 1000):
                 await p.bulk(list(range(first, min(first + 1000, total))))
         worker = WorkerProcess(case.system, dsn, "drain", case.concurrency, case.variant, expect=total)
-        await worker.start()
-        result = await worker.wait(within=max(180.0, total / 10))
+        async with ServerProbe(ADMIN_DSN, dsn) as probe:
+            await worker.start()
+            result = await worker.wait(within=max(180.0, total / 10))
         check = await verify(case.system, dsn, total)
         calls, distinct = int(result["calls"]), int(result["distinct"])
         if not check["ok"] or calls != total or distinct != total:
@@ -123,7 +136,8 @@ def drain(sizes: Sizes) -> Measure:
         # jobs_per_s: handler starts per second from the first to the last job (the steady
         # rate); wall_jobs_per_s also counts the system's run() start-up and shutdown.
         return {"jobs_per_s": (total - 1) / window if window > 0 else float("nan"),
-                "wall_jobs_per_s": total / float(result["elapsed"]), "jobs": total, "handler_calls": calls}
+                "wall_jobs_per_s": total / float(result["elapsed"]), "jobs": total, "handler_calls": calls,
+                **await probe.figures(total)}
     return measure
 
 
@@ -148,8 +162,11 @@ async def _serving(case: Case, dsn: str, body: Callable[[WorkerProcess, Any], Aw
 
 
 def _default_concurrency(system: str) -> int:
-    # Each system's own default: pgqueue Client.worker() 10, procrastinate 1, PgQueuer no cap.
-    return {"pgqueue": 10, "procrastinate": 1, "pgqueuer": 0}[system]
+    # Each system's own default: pgqueue Client.worker() 10, procrastinate 1, PgQueuer no cap,
+    # awa's QueueConfig max_workers 50, oban's queue limit 10 (its Producer default), chancy 10
+    # (its Queue leaves None = the worker's core count; 10 is its docs' examples' figure).
+    return {"pgqueue": 10, "pgqueue_base": 10, "procrastinate": 1, "pgqueuer": 0, "awa": 50, "oban": 10,
+            "chancy": 10}[system]
 
 
 def wakeup_latency(sizes: Sizes) -> Measure:

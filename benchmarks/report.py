@@ -12,9 +12,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks.systems import LABELS, SYSTEMS
+from benchmarks import report_peers
+from benchmarks.systems import SYSTEMS
 
-COLORS = {"pgqueue": "#1f77b4", "procrastinate": "#ff7f0e", "pgqueuer": "#2ca02c"}
+COLORS = {"pgqueue": "#1f77b4", "pgqueue_base": "#aec7e8", "procrastinate": "#ff7f0e", "pgqueuer": "#2ca02c",
+          "awa": "#d62728", "chancy": "#9467bd", "oban": "#8c564b"}
 
 
 def fmt(value: float, digits: int = 0) -> str:
@@ -30,9 +32,11 @@ def cell(series: dict[str, Any] | None, digits: int = 0) -> str:
     return f"**{fmt(series['median'], digits)}** ({fmt(series['min'], digits)}-{fmt(series['max'], digits)})"
 
 
+_RESULTS: dict[str, Any] = {}  # the results being reported, for the base revision's name in labels
+
+
 def _label(key: str) -> str:
-    system, *rest = key.split("/")
-    return " ".join([LABELS.get(system, system), *rest])
+    return report_peers.label(key, _RESULTS)
 
 
 def _median(results: dict[str, Any], section: str, key: str, figure: str) -> float:
@@ -74,14 +78,15 @@ def plot_throughput(results: dict[str, Any], out: Path) -> None:
     _bars(axes[1], results, "bulk", bulk, "jobs_per_s", "bulk enqueue (jobs/s)")
     drain = results.get("drain", {})
     concurrencies = sorted({int(k.rsplit("/c", 1)[1]) for k in drain if "/c" in k})
-    width = 0.8 / max(1, len(SYSTEMS))
-    for i, system in enumerate(SYSTEMS):
+    present = [s for s in SYSTEMS if any(k.split("/")[0] == s for k in drain)]
+    width = 0.8 / max(1, len(present))
+    for i, system in enumerate(present):
         keys = [f"{system}/c{c}" for c in concurrencies]
         med = [drain.get(k, {}).get("jobs_per_s", {}).get("median", float("nan")) for k in keys]
         lo = [m - drain.get(k, {}).get("jobs_per_s", {}).get("min", m) for m, k in zip(med, keys, strict=True)]
         hi = [drain.get(k, {}).get("jobs_per_s", {}).get("max", m) - m for m, k in zip(med, keys, strict=True)]
         axes[2].bar([x + i * width for x in range(len(concurrencies))], med, width, yerr=[lo, hi],
-                    label=LABELS[system], color=COLORS[system], capsize=3)
+                    label=_label(system), color=COLORS[system], capsize=3)
     axes[2].set_xticks([x + width for x in range(len(concurrencies))], [f"concurrency {c}" for c in concurrencies])
     axes[2].set_yscale("log")
     axes[2].set_title("drain, one worker process (jobs/s, log scale)", fontsize=10)
@@ -296,6 +301,8 @@ def _static_notes(results: dict[str, Any]) -> list[str]:
 
 
 def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
+    _RESULTS.clear()
+    _RESULTS.update(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
     plots: list[str] = []
@@ -336,11 +343,16 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
         "- settings: " + ", ".join(f"{k}={v}" for k, v in pg.items() if k != "version"),
         "- versions: " + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items())
         + f"; pgqueue revision {env.get('pgqueue_revision', '?')}",
-        f"- sizes: {results.get('sizes', {})}",
+        f"- sizes: {results.get('sizes', {})}; scenarios: {results.get('scenario_sizes', {})}",
+        f"- systems: {', '.join(_label(s) for s in env.get('systems', []))}",
         "",
     ]
+    if results.get("failures"):
+        lines += ["## FAILED cases (left out of every table below)", "",
+                  *[f"- {failure}" for failure in results["failures"]], ""]
+    lines += report_peers.targets(results)
     if any(s in results for s in ("drain", "single", "bulk", "latency")):
-        lines += ["## Targets", "", *_targets(results), ""]
+        lines += ["## Issue 18 targets (procrastinate and PgQueuer)", "", *_targets(results), ""]
     if "floors" in results:
         lines += ["## Floors", "", *_floors(results), ""]
     if "single" in results or "bulk" in results:
@@ -444,9 +456,11 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
                       f"autovacuum runs: {fmt(samples[-1]['autovacuums'])}; VACUUM runs (worker maintenance): "
                       f"{fmt(samples[-1].get('vacuums'))}"]
         lines.append("")
+    lines += [*report_peers.server_cost(results), *report_peers.processes(results), *report_peers.held(results),
+              *report_peers.xmin(results)]
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
-    notes = [*_static_notes(results), *results.get("notes", [])]
+    notes = [*_static_notes(results), *report_peers.peer_notes(results), *results.get("notes", [])]
     if notes:
         lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
     report.write_text("\n".join(lines))

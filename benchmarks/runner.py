@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import peers
 from benchmarks.common import Series, environment
 from benchmarks.compare import (
     Case,
@@ -27,10 +28,20 @@ from benchmarks.compare import (
 from benchmarks.floors import FloorSizes, run_floors
 from benchmarks.report import write_report
 from benchmarks.scaling import ScalingSizes, run_scaling
+from benchmarks.scenarios import (
+    ScenarioSizes,
+    held_cases,
+    held_depth,
+    pinned_xmin,
+    processes_cases,
+    processes_drain,
+)
 from benchmarks.sustained import SustainedSizes, run_sustained
+from benchmarks.systems import SYSTEMS
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "scaling", "sustained", "floors")
+SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "processes", "held", "xmin", "scaling", "sustained",
+            "floors")
 log = logging.getLogger("benchmarks")
 
 
@@ -54,7 +65,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     scaling = ScalingSizes(runs=args.runs)
     sustained = SustainedSizes(minutes=args.sustained_minutes)
     floors = FloorSizes()
+    scenarios = ScenarioSizes(xmin_runs=args.xmin_runs)
     if args.quick:
+        scenarios = ScenarioSizes.quick()
         sizes = Sizes(single=300, bulk=5000, drain=2000, latency=40, delayed=40, delayed_span=4.0, runs=args.runs)
         scaling = ScalingSizes(ready=(1_000, 10_000, 100_000), delayed=100_000, delayed_ready=5_000,
                                drain_jobs=10_000, runs=args.runs)
@@ -71,16 +84,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results["load_start"] = _load()
     results.setdefault("notes", [])
     only = set(args.only or SECTIONS)
-    systems = [Case("pgqueue"), Case("procrastinate"), Case("pgqueuer")]
+    # Failures of the sections rerun now are theirs to report again; the others' are kept.
+    results["failures"] = [f for f in results.get("failures", []) if f.split()[0] not in only]
+    # The peers' venvs and the base revision's worktree (made once, kept in --peers-dir).
+    chosen = [s for s in SYSTEMS if s in (args.systems or SYSTEMS)]
+    prepared = peers.Peers(args.peers_dir, base_rev=args.base_rev, oban_python=args.oban_python)
+    prepared.prepare(chosen)
+    peers.PEERS = prepared
+    chosen = [s for s in chosen if prepared.available(s)]
+    results["environment"]["systems"] = chosen
+    results["environment"]["left_out"] = prepared.problems
+    results["environment"]["base_rev"] = args.base_rev
+    results["environment"]["base_commit"] = prepared.base_commit
+    results["environment"]["versions"]["oban"] = peers.OBAN_VERSION if "oban" in chosen else "not measured"
+    results["scenario_sizes"] = dataclasses.asdict(scenarios)
+    systems = [Case(s) for s in chosen]
+    # The original trio (and pgqueue@rev) also at concurrency 1; the new peers from 10 up, as issue 31 ran them.
+    drains = [Case(c.system, concurrency=n) for n in (1, 10, 50) for c in systems
+              if n > 1 or c.system in ("pgqueue", "pgqueue_base", "procrastinate", "pgqueuer")]
+    extra = [c for c in (Case("pgqueue", "push"), Case("pgqueuer", "psycopg")) if c.system in chosen]
 
     plan = [
-        ("single", [*systems, Case("pgqueue", "push"), Case("pgqueuer", "psycopg")], single_enqueue(sizes)),
-        ("bulk", [*systems, Case("pgqueuer", "psycopg")], bulk_enqueue(sizes)),
-        ("drain", [Case(c.system, concurrency=n) for n in (1, 10, 50) for c in systems]
-         + [Case("pgqueuer", "unlimited")], drain(sizes)),
+        ("single", [*systems, *extra], single_enqueue(sizes)),
+        ("bulk", [*systems, *[c for c in extra if c.system == "pgqueuer"]], bulk_enqueue(sizes)),
+        ("drain", drains + ([Case("pgqueuer", "unlimited")] if "pgqueuer" in chosen else []), drain(sizes)),
         # PgQueuer on PsycopgDriver (what this harness used before) shows the driver's ~80 ms wake-up.
-        ("latency", [*systems, Case("pgqueuer", "psycopg")], wakeup_latency(sizes)),
-        ("delayed", [*systems, Case("procrastinate", "poll0.5")], delayed_lateness(sizes)),
+        ("latency", [*systems, *[c for c in extra if c.system == "pgqueuer"]], wakeup_latency(sizes)),
+        ("delayed", [*systems, *([Case("procrastinate", "poll0.5")] if "procrastinate" in chosen else [])],
+         delayed_lateness(sizes)),
+        ("processes", processes_cases(chosen, scenarios), processes_drain(scenarios)),
+        ("held", held_cases(chosen), held_depth(scenarios)),
+        ("xmin", systems, pinned_xmin(scenarios)),
     ]
     if "floors" in only:
         # First: the enqueue sections the floors are set beside run next, minutes apart.
@@ -89,7 +123,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, cases, measure in plan:
         if name in only:
             results.pop(name, None)
-            await alternate(args.admin_dsn, name, cases, sizes.runs, measure, results)
+            runs = scenarios.xmin_runs if name == "xmin" else sizes.runs
+            await alternate(args.admin_dsn, name, cases, runs, measure, results)
             results[name] = _plain(results[name])
             write_report(_plain(results), args.output, args.report)
     if "scaling" in only:
@@ -105,7 +140,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="pgqueue vs procrastinate vs PgQueuer on one PostgreSQL; writes RESULTS.md and plots.")
+        description="pgqueue vs procrastinate, PgQueuer, awa, chancy, oban and its own base revision on one "
+                    "PostgreSQL; writes RESULTS.md and plots.")
     parser.add_argument("--admin-dsn", default=os.environ.get("PGQUEUE_BENCH_DSN",
                                                               "postgresql://postgres@127.0.0.1:5432/postgres"),
                         help="a superuser DSN; each measurement creates and drops its own database "
@@ -120,6 +156,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="duration of the sustained-load run; default 10")
     parser.add_argument("--drain-jobs", type=int, default=None,
                         help="jobs per drain run (every concurrency); default 20000")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS,
+                        help="measure only these systems (default: all; pgqueue_base is pgqueue@--base-rev)")
+    parser.add_argument("--base-rev", default=peers.DEFAULT_BASE_REV,
+                        help=f"the revision measured as pgqueue@REV, from a worktree with its own venv "
+                             f"(default {peers.DEFAULT_BASE_REV}, this wave's base)")
+    parser.add_argument("--peers-dir", type=Path, default=peers.default_directory(),
+                        help="where oban's venv and the base revision's worktree and venv are made and kept "
+                             "(outside the checkout: its link to benchmarks/ would loop linters; default "
+                             "$XDG_CACHE_HOME/pgqueue-bench or ~/.cache/pgqueue-bench)")
+    parser.add_argument("--oban-python", default=None,
+                        help="a Python >= 3.12 for oban's venv (default: the first found on PATH or in ~/.pyenv)")
+    parser.add_argument("--xmin-runs", type=int, default=1,
+                        help="rounds of the pinned-xmin scenario (3 minutes per system each); default 1")
     parser.add_argument("--output", type=Path, default=HERE / "results", help="plots and results.json")
     parser.add_argument("--report", type=Path, default=HERE / "RESULTS.md", help="the Markdown report")
     parser.add_argument("--report-only", action="store_true",
