@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +23,12 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import queue_name_problem
 
 Driver = Literal["database", "sync"]
+
+#: Why ``driver = "sync"`` warns, and what replaces it (:mod:`pgqueue.testing.inline`).
+DRIVER_SYNC_DEPRECATED = (
+    'driver = "sync" (jobs run inline at dispatch) is deprecated and will be removed in the next '
+    "release; in tests use pgqueue.testing.inline(client) (every dispatch of that client runs at once) "
+    "or pgqueue.testing.drain(client) (run what was stored, with a real worker)")
 
 DEFAULT_LEASE = 90.0
 DEFAULT_TIMEOUT = 60.0
@@ -200,6 +207,9 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
             values["backoff"] = Backoff.coerce(values["backoff"])
         except QueueConfigurationError as exc:
             raise QueueConfigurationError(f"connection {name!r}: {exc}") from None
+    if values.get("driver") == "sync":
+        warnings.warn(f"[tool.pgqueue.connections.{name}]: {DRIVER_SYNC_DEPRECATED}", DeprecationWarning,
+                      stacklevel=3)
     values.setdefault("driver", "sync" if name == "sync" else "database")
     return ConnectionConfig(name=name, **values)
 
