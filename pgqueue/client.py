@@ -414,7 +414,7 @@ class Client:
         # Imported here: pgqueue.testing's helpers import the client (this runs only for an inline job).
         from pgqueue.testing.inline import InlineRunner, warn_driver_sync  # noqa: PLC0415
         if not self.inline:
-            warn_driver_sync(config.name, stacklevel=4)  # the caller of dispatch (or of Job.dispatch)
+            warn_driver_sync(config.name)
         # Failures are recorded in the "database" connection's database, if one is configured.
         database = self.settings.connection("database")
         return InlineRunner(None if self.inline else config.name, lambda: self._store(database),

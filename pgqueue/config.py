@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tomllib
 import warnings
 from collections.abc import Mapping
@@ -29,6 +30,20 @@ DRIVER_SYNC_DEPRECATED = (
     'driver = "sync" (jobs run inline at dispatch) is deprecated and will be removed in the next '
     "release; in tests use pgqueue.testing.inline(client) (every dispatch of that client runs at once) "
     "or pgqueue.testing.drain(client) (run what was stored, with a real worker)")
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+
+
+def warn_deprecated(message: str) -> None:
+    """A DeprecationWarning pointing at the first frame outside pgqueue: the user's line, whichever
+    of pgqueue's calls (a client's, a job's, the settings') led here."""
+    frame = sys._getframe(1)
+    level = 2  # the caller of this function, as seen from warnings.warn here
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
+
 
 DEFAULT_LEASE = 90.0
 DEFAULT_TIMEOUT = 60.0
@@ -208,8 +223,7 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
         except QueueConfigurationError as exc:
             raise QueueConfigurationError(f"connection {name!r}: {exc}") from None
     if values.get("driver") == "sync":
-        warnings.warn(f"[tool.pgqueue.connections.{name}]: {DRIVER_SYNC_DEPRECATED}", DeprecationWarning,
-                      stacklevel=3)
+        warn_deprecated(f"[tool.pgqueue.connections.{name}]: {DRIVER_SYNC_DEPRECATED}")
     values.setdefault("driver", "sync" if name == "sync" else "database")
     return ConnectionConfig(name=name, **values)
 

@@ -73,13 +73,15 @@ async def test_inline_runs_each_dispatch_at_once_and_stores_nothing(client: Clie
         job_id = await Receipt(order_id=1).dispatch(using=client)
         ids = await client.dispatch_many([Receipt(order_id=2), Receipt(order_id=3)])
         unique = await client.dispatch_unique(Receipt(order_id=4), "key-4")
+        [many_unique] = await client.dispatch_unique_many([Receipt(order_id=6)], ["key-6"])
     assert not client.inline
     assert isinstance(job_id, uuid.UUID) and len(ids) == 2 and not unique.duplicate
-    assert RAN == [("receipt", 1, 1), ("receipt", 2, 1), ("receipt", 3, 1), ("receipt", 4, 1)]
+    assert not many_unique.duplicate
+    assert RAN == [("receipt", 1, 1), ("receipt", 2, 1), ("receipt", 3, 1), ("receipt", 4, 1), ("receipt", 6, 1)]
     assert job_rows(dsn) == [] and failed_rows(dsn) == []
     await Receipt(order_id=5).dispatch(using=client)  # outside the block it is stored again
     assert [r["envelope"]["args"] for r in job_rows(dsn)] == [{"order_id": 5, "note": ""}]
-    assert RAN[-1] == ("receipt", 4, 1)
+    assert RAN[-1] == ("receipt", 6, 1)
 
 
 async def test_inline_propagates_and_records_a_failure_and_refuses_a_delay(client: Client, dsn: str) -> None:
@@ -137,6 +139,9 @@ async def test_the_sync_driver_still_runs_inline_and_warns_naming_the_replacemen
         await OnSync().dispatch(using=client)
     assert RAN == [("on-sync", "sync")]
     assert caught[0].filename == __file__  # points at the dispatching line, not at pgqueue
+    with pytest.warns(DeprecationWarning, match="connection 'sync'") as caught:
+        await client.dispatch(OnSync())
+    assert caught[0].filename == __file__
     with pytest.warns(DeprecationWarning), pytest.raises(QueueDispatchError, match="unique keys need a database"):
         await client.dispatch_unique(OnSync(), "k")
 
@@ -145,9 +150,12 @@ def test_a_configured_driver_sync_warns_when_read(tmp_path: Path) -> None:
     path = tmp_path / "pyproject.toml"
     path.write_text('[tool.pgqueue.connections.inline]\ndriver = "sync"\n')
     with pytest.warns(DeprecationWarning, match=r"\[tool.pgqueue.connections.inline\]: driver = \"sync\".*"
-                                                r"pgqueue\.testing\.inline"):
+                                                r"pgqueue\.testing\.inline") as caught:
         settings = load_settings(path, environ={})
     assert settings.connection("inline").driver == "sync"
+    with pytest.warns(DeprecationWarning, match="connections.inline") as caught:
+        Client(pyproject=path)
+    assert caught[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_settings(NO_PYPROJECT, environ={})  # the built-in sync connection alone does not warn

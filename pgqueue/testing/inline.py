@@ -18,13 +18,12 @@ import asyncio
 import json
 import logging
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
 
-from pgqueue.config import DRIVER_SYNC_DEPRECATED
+from pgqueue.config import DRIVER_SYNC_DEPRECATED, warn_deprecated
 from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueDispatchError, QueueStorageError
@@ -35,10 +34,10 @@ logger = logging.getLogger("pgqueue")
 
 
 
-def warn_driver_sync(connection: str, *, stacklevel: int) -> None:
-    """The DeprecationWarning of a connection that uses ``driver = "sync"``."""
-    warnings.warn(f"connection {connection!r}: {DRIVER_SYNC_DEPRECATED}", DeprecationWarning,
-                  stacklevel=stacklevel + 1)
+def warn_driver_sync(connection: str) -> None:
+    """The DeprecationWarning of a dispatch to a connection that uses ``driver = "sync"``, pointing at
+    the dispatching line."""
+    warn_deprecated(f"connection {connection!r}: {DRIVER_SYNC_DEPRECATED}")
 
 
 class InlineRunner:
