@@ -22,10 +22,12 @@ asyncio_default_fixture_loop_scope = "function"
 USER_TEST = '''
 import psycopg
 
-from pgqueue import Job, JobContext, default_client
+from pgqueue import Client, Job, JobContext, default_client, set_default_client
 from pgqueue.testing import assert_dispatched, drain
 
 SEEN = []
+MINE = Client(dsn="postgresql://nowhere.invalid/app")
+set_default_client(MINE)
 
 
 class Ping(Job):
@@ -56,6 +58,10 @@ async def test_a_client_bound_to_it(pgqueue_client, pgqueue_dsn):
     await Ping(n=1).dispatch()
     assert_dispatched(Ping, n=1)
     assert [r.outcome for r in await drain()] == ["succeeded"] and SEEN == [1]
+
+
+def test_the_default_client_is_given_back_after(pgqueue_dsn):
+    assert default_client() is MINE
 '''
 
 
@@ -70,7 +76,7 @@ def test_the_fixtures_give_each_test_a_migrated_database_from_the_ini_option(
     pytester.makefile(".toml", pyproject=INI + f'pgqueue_test_dsn = "{pg_admin_dsn}"\n')
     pytester.makepyfile(test_user=USER_TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=240)
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     names = re.findall(r"DATABASE (\S+)", result.stdout.str())
     [template] = re.findall(r"TEMPLATE (\S+)", result.stdout.str())
     assert len(names) == 2 and names[0] != names[1] and template not in names
