@@ -9,17 +9,16 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.config import ConnectionConfig, Settings, load_settings
-from pgqueue.context import JobContext, SyncJobContext, describe
 from pgqueue.control import check_limits
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
@@ -30,7 +29,7 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job, has_sync_handle, registered_jobs, set_default_dispatcher
+from pgqueue.jobs import Job, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, queue_name_problem, shown, unique_key_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
@@ -41,12 +40,14 @@ from pgqueue.store import (
     Store,
     Throughput,
     UniqueDispatch,
-    record_failure_on,
 )
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
 from pgqueue.worker.scheduler import declared_schedules, registration, sync_arguments
+
+if TYPE_CHECKING:
+    from pgqueue.testing.inline import InlineRunner
 
 __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_default_client"]
 
@@ -69,12 +70,17 @@ class Client:
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
     the database. Use as ``async with Client(...) as client:`` or call :meth:`open` and
     :meth:`close`; dispatching with your own connection needs no open queue.
+
+    ``inline=True`` (for tests; see :func:`pgqueue.testing.inline`) runs every job at dispatch,
+    in the dispatching call, instead of storing it.
     """
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 pyproject: Path | None = None, pool_size: int = 10) -> None:
+                 pyproject: Path | None = None, pool_size: int = 10, inline: bool = False) -> None:
         self.settings = settings if settings is not None else load_settings(pyproject, dsn=dsn)
         self.pool_size = pool_size
+        #: Every dispatch runs the job at once instead of storing it (:mod:`pgqueue.testing.inline`).
+        self.inline = inline
         self._pools: dict[str, AsyncConnectionPool[Any]] = {}
         self._stores: dict[str, Store] = {}
         self._dsn: str | None = None
@@ -188,9 +194,8 @@ class Client:
                                            connection=connection)).id
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
-        if config.driver == "sync":
-            await self._run_inline(job, envelope, delay)
-            return envelope.id
+        if (inline := self._inline(config)) is not None:
+            return await inline.dispatch(job, envelope, delay)
         text = envelope.encode(config.max_payload_bytes)
         what = f"dispatching job {envelope.name!r}"
         if conn is not None:
@@ -216,9 +221,8 @@ class Client:
         period_seconds = self._check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
-        if config.driver == "sync":
-            raise QueueDispatchError(
-                f"job {envelope.name!r}: unique keys need a database connection; {config.name!r} runs jobs at dispatch")
+        if (inline := self._inline(config)) is not None:
+            return await inline.dispatch_unique(job, envelope, delay)
         text = envelope.encode(config.max_payload_bytes)
         what = f"dispatching job {envelope.name!r} with unique key {shown(key)}"
         if conn is not None:
@@ -236,19 +240,8 @@ class Client:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
-        if config.driver == "sync":
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                raise QueueDispatchError(
-                    f"job {envelope.name!r}: dispatch_sync() to the sync connection {config.name!r} runs the job "
-                    "in a loop of its own and cannot do so inside a running event loop; use `await dispatch()`"
-                )
-            # A loop of its own for this call: nothing that outlives it (the queue's pool) may be used.
-            asyncio.run(self._run_inline(job, envelope, delay, own_loop=True))
-            return envelope.id
+        if (inline := self._inline(config)) is not None:
+            return inline.dispatch_blocking(job, envelope, delay)
         text = envelope.encode(config.max_payload_bytes)
         Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
         return envelope.id
@@ -268,6 +261,8 @@ class Client:
         """
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
+        if self.inline:
+            return await self._dispatch_many_inline(list(jobs), delay, queue, connection, unique_keys)
         if unique_keys is None and any(getattr(type(j), "unique_by", None) for j in jobs):
             jobs = list(jobs)
             derived = {(type(j).unique_scope, type(j).unique_period) for j in jobs
@@ -303,6 +298,9 @@ class Client:
         statement per job (unlike :meth:`dispatch_many`): each needs its own conflict check.
         """
         jobs = list(jobs)
+        if self.inline:
+            return [UniqueDispatch(id=job_id, duplicate=False)
+                    for job_id in await self._dispatch_many_inline(jobs, delay, queue, connection, keys)]
         if isinstance(keys, str) or len(keys) != len(jobs):
             raise QueueDispatchError(f"dispatch_unique_many: {len(jobs)} jobs need one key each (None for none), "
                                      f"got {keys!r}"[:300])
@@ -362,11 +360,8 @@ class Client:
             config = resolved.get(name)
             if config is None:
                 config = resolved[name] = settings.connection(name)
-                if config.driver == "sync":
-                    raise QueueDispatchError(
-                        f"dispatch_many cannot send job {type(job).name!r} to the sync connection {config.name!r}; "
-                        "dispatch sync jobs one by one"
-                    )
+                if (inline := self._inline(config)) is not None:
+                    inline.check_batch(type(job).name)
                 if len({c.dsn for c in resolved.values()}) > 1:
                     raise QueueDispatchError("dispatch_many: all jobs must go to connections of the same database")
             return config
@@ -398,46 +393,32 @@ class Client:
             raise QueueDispatchError(f"dispatch_many: {len(names)} jobs but {len(delays)} delays")
         return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
-    async def _run_inline(self, job: Job, envelope: Envelope, delay: float, *, own_loop: bool = False) -> None:
-        """The sync driver: one attempt, now, in the caller's task; errors propagate.
+    async def _dispatch_many_inline(self, jobs: list[Job], delay: float | Iterable[float], queue: str | None,
+                                    connection: str | None, keys: Sequence[str | None] | None) -> list[uuid.UUID]:
+        """:meth:`dispatch_many` in the inline mode: every job validated first (one bad job runs none),
+        then each run at once, in order."""
+        names = self.encode_many(jobs, queue=queue, connection=connection).names
+        delays = self._delays(delay, names) if names else None
+        if keys is not None and (isinstance(keys, str) or len(keys) != len(jobs)):
+            raise QueueDispatchError(f"dispatch_unique_many: {len(jobs)} jobs need one key each (None for none), "
+                                     f"got {keys!r}"[:300])
+        return [await self.dispatch(job, delay=delays[i] if delays else 0.0, queue=queue, connection=connection,
+                                    unique_key=None if keys is None else keys[i])
+                for i, job in enumerate(jobs)]
 
-        A plain ``def handle`` runs in a thread (``asyncio.to_thread``) with a
-        :class:`~pgqueue.context.SyncJobContext`, as in a worker, so its decisions can run on this loop.
-        """
-        if delay:
-            raise QueueDispatchError(
-                f"job {envelope.name!r}: the sync connection {envelope.connection!r} runs jobs at dispatch "
-                "and cannot delay them; dispatch to a database connection instead"
-            )
-        dsn = self.settings.database_dsn()
+    def _inline(self, config: ConnectionConfig) -> InlineRunner | None:
+        """The runner of a job that runs at dispatch instead of being stored (the client's inline mode,
+        or a connection with the deprecated ``driver = "sync"``); None: the job is stored."""
+        if not self.inline and config.driver != "sync":
+            return None
+        # Imported here: pgqueue.testing's helpers import the client (this runs only for an inline job).
+        from pgqueue.testing.inline import InlineRunner, warn_driver_sync  # noqa: PLC0415
+        if not self.inline:
+            warn_driver_sync(config.name)
+        # Failures are recorded in the "database" connection's database, if one is configured.
         database = self.settings.connection("database")
-        decisions = _InlineDecisions(lambda: self._store(database), dsn, envelope, own_loop=own_loop)
-        context = JobContext(job_id=envelope.id, token=0, attempts=1, tries=1, queue=envelope.queue,
-                             connection=envelope.connection, lease_seconds_left=envelope.timeout,
-                             decisions=decisions)
-        # Round-trip the args through JSON and from_args so a job behaves as it would after a real queue.
-        runnable = type(job).from_args(json.loads(json.dumps(envelope.args)))
-        try:
-            async with asyncio.timeout(envelope.timeout):
-                if has_sync_handle(type(runnable)):
-                    # A plain `def handle` gets the blocking context, in a thread as a worker runs it,
-                    # so its decisions can wait on this loop.
-                    handle: Callable[[SyncJobContext], Any] = runnable.handle  # type: ignore[assignment]
-                    await asyncio.to_thread(handle, SyncJobContext(context, asyncio.get_running_loop()))
-                else:
-                    await runnable.handle(context)
-        except QueueDispatchError:
-            raise
-        except BaseException as exc:
-            if isinstance(exc, TimeoutError | asyncio.CancelledError):
-                # A sync handler's thread cannot be stopped and runs on: context.cancelled asks it to.
-                context.mark_cancelled()
-            # Every end is recorded with its cause (SystemExit, CancelledError, ... too), then
-            # propagates to the caller, as the sync driver promises.
-            await decisions.record(exc, "exception", _inline_note(exc))
-            raise
-        if context.failure is not None:
-            raise context.failure
+        return InlineRunner(None if self.inline else config.name, lambda: self._store(database),
+                            self.settings.database_dsn())
 
     # --------------------------------------------------------------- schedules
     async def schedules(self, connection: str | None = None) -> list[ScheduleInfo]:
@@ -669,75 +650,6 @@ def _checked_queue(name: object, consequence: str, *, what: str = "") -> str:
 def _split_envelopes(array_text: str) -> list[str]:
     """The envelopes of an encoded JSON array, each as its own JSON text."""
     return [json.dumps(e) for e in json.loads(array_text)]
-
-
-class _InlineDecisions:
-    """Decisions of a job run by the sync driver: there is no reservation, only failures to record."""
-
-    def __init__(self, store: Callable[[], Awaitable[Store]], dsn: str | None, envelope: Envelope, *,
-                 own_loop: bool = False) -> None:
-        # Failures are recorded in the "database" connection's database, if one is configured.
-        self._database = store
-        self._dsn = dsn
-        self._envelope = envelope
-        self._own_loop = own_loop
-
-    async def ack(self, job_id: uuid.UUID, token: int) -> bool:
-        return True
-
-    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
-        raise QueueDispatchError(
-            f"job {self._envelope.name!r}: release() is not available on the sync connection "
-            f"{self._envelope.connection!r} (the job runs once, at dispatch)"
-        )
-
-    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
-                   traceback_text: str | None, reason: str) -> bool:
-        await self._store(exception, message, traceback_text, reason)
-        return True
-
-    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
-        return seconds
-
-    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
-        raise QueueDispatchError(
-            f"job {self._envelope.name!r}: snooze() is not available on the sync connection "
-            f"{self._envelope.connection!r} (the job runs once, at dispatch)"
-        )
-
-    async def record(self, error: BaseException, reason: str, note: str | None = None) -> None:
-        exception, message, trace = describe(error, note)
-        await self._store(exception, message, trace, reason)
-
-    async def _store(self, exception: str | None, message: str, trace: str | None, reason: str) -> None:
-        dsn = self._dsn
-        if dsn is None:
-            return
-        envelope = json.dumps(self._envelope.to_data())
-        try:
-            if self._own_loop:
-                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                    await record_failure_on(conn, envelope, 1, exception, message, trace, reason)
-                return
-            store = await self._database()
-            await store.record_failure(envelope, 1, exception, message, trace, reason)
-        except (psycopg.Error, QueueStorageError) as exc:
-            logger.error("pgqueue: could not record the failure of sync job %s (%s): %s",
-                         self._envelope.id, self._envelope.name, exc)
-
-
-def _inline_note(error: BaseException) -> str | None:
-    """The message a sync-driver failure records for a BaseException that is not an Exception."""
-    if isinstance(error, Exception):
-        return None
-    task = asyncio.current_task()
-    if isinstance(error, asyncio.CancelledError) and task is not None and task.cancelling():
-        return "the task that dispatched the job was cancelled while the job ran; it did not finish"
-    try:
-        raised = repr(error)
-    except Exception:  # a broken __repr__ must not lose the failure
-        raised = type(error).__name__
-    return f"the handler raised {raised}; it propagates to the caller of dispatch"
 
 
 @dataclass(frozen=True, slots=True)

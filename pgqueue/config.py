@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +24,26 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import queue_name_problem
 
 Driver = Literal["database", "sync"]
+
+#: Why ``driver = "sync"`` warns, and what replaces it (:mod:`pgqueue.testing.inline`).
+DRIVER_SYNC_DEPRECATED = (
+    'driver = "sync" (jobs run inline at dispatch) is deprecated and will be removed in the next '
+    "release; in tests use pgqueue.testing.inline(client) (every dispatch of that client runs at once) "
+    "or pgqueue.testing.drain(client) (run what was stored, with a real worker)")
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+
+
+def warn_deprecated(message: str) -> None:
+    """A DeprecationWarning pointing at the first frame outside pgqueue: the user's line, whichever
+    of pgqueue's calls (a client's, a job's, the settings') led here."""
+    frame = sys._getframe(1)
+    level = 2  # the caller of this function, as seen from warnings.warn here
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
+
 
 DEFAULT_LEASE = 90.0
 DEFAULT_TIMEOUT = 60.0
@@ -200,6 +222,8 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
             values["backoff"] = Backoff.coerce(values["backoff"])
         except QueueConfigurationError as exc:
             raise QueueConfigurationError(f"connection {name!r}: {exc}") from None
+    if values.get("driver") == "sync":
+        warn_deprecated(f"[tool.pgqueue.connections.{name}]: {DRIVER_SYNC_DEPRECATED}")
     values.setdefault("driver", "sync" if name == "sync" else "database")
     return ConnectionConfig(name=name, **values)
 

@@ -921,6 +921,42 @@ class Store:
         return [Listener(*row) for row in rows]
 
 
+    # --- issues 25 (section 5) and 30 (section 2): pgqueue.testing ---
+    async def dispatched_jobs(self, name: str | None) -> list[DispatchedJob]:
+        """The stored jobs (of job name ``name``, or all), oldest dispatch first (``pgqueue.testing``)."""
+        with storage_errors("reading the dispatched jobs"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("testing_dispatched"), {"name": name})
+                rows = await cur.fetchall()
+        return [DispatchedJob(*row) for row in rows]
+
+
+def dispatched_jobs_on_sync(conn: psycopg.Connection[Any], name: str | None) -> list[DispatchedJob]:
+    """:meth:`Store.dispatched_jobs` on a given blocking connection (assertions in synchronous tests)."""
+    with storage_errors("reading the dispatched jobs"):
+        rows = conn.execute(query("testing_dispatched"), {"name": name}).fetchall()
+    return [DispatchedJob(*row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchedJob:
+    """A job in ``pgqueue.jobs`` as ``pgqueue.testing.dispatched()`` shows it."""
+
+    id: uuid.UUID
+    name: str
+    queue: str
+    priority: int
+    #: The envelope's args, as stored (JSON values).
+    args: dict[str, Any]
+    connection: str
+    #: Reservations so far (0: it never ran).
+    attempts: int
+    max_tries: int
+    #: ``ready``, ``delayed`` or ``reserved``.
+    state: str
+    available_at: datetime
+    created_at: datetime
+
 # Statements that must run on a dedicated session (a session advisory lock, VACUUM outside a
 # transaction, LISTEN) rather than on a pooled connection: they take the connection.
 async def try_vacuum_lock(conn: psycopg.AsyncConnection[Any], key: int) -> bool:

@@ -26,6 +26,9 @@ from pgqueue import migrate
 from pgqueue.embedded import EmbeddedPostgres
 from tests.helpers import dsn_for_database
 
+# pytester: tests/test_testing_plugin.py runs a user's test session against pgqueue's pytest plugin.
+pytest_plugins = ["pytester"]
+
 # Settings for throwaway test servers only: durability is not what these tests measure.
 TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                         "max_connections": "300"}

@@ -82,9 +82,11 @@ def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[
     assert wheel.name.startswith("pgqueue_py-"), wheel.name
     python = str(venv / "bin" / "python")
     out = _run([python, "-c", "import importlib.metadata as m, pgqueue; d = m.distribution('pgqueue-py');"
-                " print(d.metadata['Name']); print(sorted(e.name for e in d.entry_points));"
+                " print(d.metadata['Name']); print(sorted(f'{e.group}:{e.name}={e.value}' for e in d.entry_points));"
                 " print(m.packages_distributions()['pgqueue'])"], cwd=tmp_path).splitlines()
-    assert out == ["pgqueue-py", "['pgqueue']", "['pgqueue-py']"], out
+    # The command, and the pytest plugin pytest finds by itself (pgqueue.testing.pytest_plugin).
+    assert out == ["pgqueue-py", "['console_scripts:pgqueue=pgqueue_cli.app:main', "
+                                 "'pytest11:pgqueue=pgqueue.testing.pytest_plugin']", "['pgqueue-py']"], out
     assert (venv / "bin" / "pgqueue").exists()
 
 
