@@ -85,6 +85,26 @@ def test_database_is_named_once_without_its_password(dsn: str, tmp_path: Path) -
     assert "(from [tool.pgqueue] in " in from_config.stderr
 
 
+def test_a_sqlalchemy_database_url_works_and_a_bad_one_names_the_variable(dsn: str, tmp_path: Path) -> None:
+    from tests.test_api_config import sqlalchemy_url
+
+    good = pgqueue("queue:status", cwd=tmp_path, env={"DATABASE_URL": sqlalchemy_url(dsn)})
+    assert good.returncode == 0, good.stderr
+    assert "(from DATABASE_URL)" in good.stderr
+    bad = pgqueue("queue:status", cwd=tmp_path, env={"DATABASE_URL": "postgresql+psycopg://u@h/db?bogus=1"})
+    assert bad.returncode == 2, bad.stderr
+    line = one_error_line(bad.stderr)
+    assert "invalid DSN in the environment variable DATABASE_URL" in line and "--dsn" not in line
+
+
+def test_a_worker_without_a_configured_database_refuses_the_embedded_fallback(tmp_path: Path) -> None:
+    result = pgqueue("queue:work", "--app", "tests.cli_jobs", "--stop-when-empty", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result.stderr)
+    assert "no database is configured for queue:work" in line and "--embedded" in line
+    assert "embedded PostgreSQL 18" not in result.stderr  # nothing was started
+
+
 def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> None:
     bad, unreachable, debug, unknown_connection = pgqueue_all(
         ("queue:failed", "--dsn", "not a dsn"),
@@ -93,7 +113,7 @@ def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> N
         ("queue:clear", "reports", "--force", "--dsn", "dbname=x"),
         cwd=tmp_path)
     assert bad.returncode == 2
-    assert "invalid --dsn" in one_error_line(bad.stderr)
+    assert "invalid DSN in --dsn" in one_error_line(bad.stderr)
 
     assert unreachable.returncode == 1
     assert "cannot connect to someone@127.0.0.1:1/x" in one_error_line(unreachable.stderr)

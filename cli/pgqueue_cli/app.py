@@ -257,6 +257,10 @@ def queue_work(
     log_level: Annotated[str | None, typer.Option(
         "--log-level", metavar="debug|info|warning|error", envvar="PGQUEUE_LOG_LEVEL", show_envvar=True,
         help="Least severe level logged (default info; -v: debug).")] = None,
+    embedded: Annotated[bool, typer.Option(
+        "--embedded",
+        help="With no database configured, run against the embedded PostgreSQL (development only; without "
+             "this flag a worker with no --dsn, PGQUEUE_DSN or DATABASE_URL exits 2).")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -297,12 +301,12 @@ def queue_work(
         if hours is not None and not 0 <= hours * 3600 < math.inf:  # 1e308 hours is no number of seconds
             fail(f"{what} must be >= 0 hours and finite, got {hours:g}", EXIT_CONFIG)
     queues = parse_queues(queue)
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     modules = import_apps(app_modules(apps, settings))
     if job_count() == 0:
         fail("no jobs are registered, so every job would fail as `unknown_job`: pass the module that defines "
              "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
-    found = target(dsn, connection, announce=False)
+    found = target(dsn, connection, announce=False, embedded=embedded, command="queue:work")
     if processes > 1:  # checked above in one process, so a configuration error is reported once
         command = supervisor.worker_command(sys.argv[1:])
         code = asyncio.run(observe.supervise(
@@ -362,7 +366,7 @@ def queue_failed(
     fields) are masked, in the args, the envelope's unique key, the message and the traceback.
     """
     wanted = _failure_id(failure_id) if failure_id is not None else None
-    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn)))
+    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")))
     found = target(dsn)
     typer.echo(asyncio.run(_failed(found, wanted, queue, limit, as_json, Redactor(redact or ()))))
 
@@ -754,7 +758,7 @@ def queue_dispatch(
     The module defining the job must be imported: pass it with --app (or set
     [tool.pgqueue] app).
     """
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     job_type = pgqueue.registered_jobs().get(job_name)
     if job_type is None:
@@ -826,7 +830,7 @@ def schedule_list(
 ) -> None:
     """List the periodic jobs the --app modules declare, with the last tick enqueued (from
     pgqueue.schedule_ticks) and the next one, by the database clock."""
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     found = target(dsn, connection)
 
@@ -860,7 +864,7 @@ def schedule_sync(
     pgqueue.schedules; workers then tick them as registered. Workers whose role may register do
     it when they start; run this, as a role that may enqueue (pgqueue_producer, or the owner),
     after each deploy that adds or changes a schedule when workers run as pgqueue_worker."""
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     found = target(dsn, connection)
 
