@@ -293,8 +293,10 @@ def test_every_public_name_is_exported_and_documented() -> None:
 async def test_a_database_never_migrated_says_run_pgqueue_migrate(empty_dsn: str) -> None:
     q = Client(settings=settings_for(empty_dsn))
     try:
-        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+        with pytest.raises(QueueStorageError, match="pgqueue migrate") as hint:
             await q.check_schema()
+        # heads, plural: with pgqueue as a branch of the user's tree, `alembic upgrade head` is refused.
+        assert "`alembic upgrade heads` where pgqueue's revisions are a branch" in str(hint.value)
         with pytest.raises(QueueStorageError, match="pgqueue migrate") as caught:
             await q.dispatch(ConfigJob())
         assert "tests.config_job" in str(caught.value)
