@@ -25,8 +25,15 @@ from typer._click.exceptions import BadParameter
 from typer._click.globals import get_current_context
 from typer.core import TyperArgument, TyperOption
 
-from pgqueue import Client, ConnectionConfig, Settings, load_settings, prepare_database, registered_jobs
-from pgqueue.config import normalize_dsn
+from pgqueue import (
+    Client,
+    ConnectionConfig,
+    Settings,
+    load_settings,
+    normalize_dsn,
+    prepare_database,
+    registered_jobs,
+)
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
 from pgqueue.limits import queue_name_problem, shown
