@@ -217,6 +217,10 @@ def test_retry_forget_flush_prune(dsn: str, conn: Conn, tmp_path: Path) -> None:
     assert retried.returncode == 1
     assert f"retried failure {one}: job {one_job} is queued again" in retried.stdout
     assert unknown in one_error_line(retried.stderr)
+    # A job id where a failure id belongs is the usual mistake: the error says they differ.
+    by_job_id = pgqueue("queue:retry", str(one_job), "--dsn", dsn, cwd=tmp_path)
+    assert by_job_id.returncode == 1
+    assert "queue:retry takes failure ids, which differ from job ids" in one_error_line(by_job_id.stderr)
     assert conn.execute("select attempts from pgqueue.jobs where id = %s", (one_job,)).fetchone() == (0,)
 
     wrong = pgqueue("queue:retry", two, "--queue", "mail", "--dsn", dsn, cwd=tmp_path)
@@ -297,6 +301,10 @@ def test_status_counts_and_watch(dsn: str, conn: Conn, tmp_path: Path) -> None:
         assert sum(line.startswith("QUEUE") for line in seen) >= 1, seen
         watch.send_signal(signal.SIGINT)
         assert watch.wait(timeout=30) == 0
+        # ...as the README's exit codes say (the exception to "130 interrupted").
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        assert "`130` interrupted (except `queue:status --watch`,\nwhich runs until you stop it: its Ctrl-C is a " \
+               "clean `0`)" in readme
     finally:
         if watch.poll() is None:
             watch.kill()

@@ -34,6 +34,7 @@ def test_dispatch_commits_and_rolls_back_with_the_orm_and_the_worker_uses_the_or
                    "--dsn", dsn, cwd=tmp_path, env={"APP_DSN": dsn})
     assert work.returncode == 0, work.stderr
     assert "1 reservations processed, 1 acked" in work.stderr, work.stderr
+    assert "1 job registered (from tests.frameworks.django_worker)" in work.stderr, work.stderr
     assert conn.execute("select id, receipt_sent from shop_order order by id").fetchall() == [(1, True)]
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (0,)
     assert conn.execute("select count(*) from pgqueue.failed_jobs").fetchone() == (0,)
@@ -102,3 +103,10 @@ def pgqueue_head() -> str:
     from pgqueue.migrate import revisions
 
     return revisions()[-1]
+
+
+def test_the_django_doc_needs_no_logged_in_user() -> None:
+    # `Order.objects.create(customer=request.user)` failed for an anonymous request in the recipe.
+    doc = (REPO / "docs" / "django.md").read_text()
+    assert "request.user" not in doc
+    assert "dispatch_sync(connection.connection)" not in doc  # None before Django's first query

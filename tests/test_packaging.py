@@ -88,6 +88,18 @@ def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[
     assert (venv / "bin" / "pgqueue").exists()
 
 
+def test_embedded_start_without_the_extra_says_the_extra_is_missing(
+        installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # Runs before test_every_third_party_import_is_a_declared_dependency installs the extra into this venv.
+    _, venv = installed
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PGQUEUE_DSN")}
+    result = subprocess.run([str(venv / "bin" / "pgqueue"), "embedded", "start"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "pgqueue embedded start needs the embedded PostgreSQL, which is not installed" in result.stderr
+    assert "no database is configured" not in result.stderr
+
+
 _DECLARED_IMPORTS = r"""
 import ast, importlib.metadata as m, pathlib, re, sys
 import pgqueue, pgqueue_cli

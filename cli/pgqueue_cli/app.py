@@ -28,7 +28,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue import limits
-from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
@@ -330,9 +330,10 @@ async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_
         worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency,
                                      instruments=recorder, **options)
         worker.install_signal_handlers()
+        registered = job_count()
         logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
-                    "%d jobs registered%s, lease %gs", found.connection.name, found.describe(),
-                    ",".join(worker.queues), concurrency, job_count(),
+                    "%d %s registered%s, lease %gs", found.connection.name, found.describe(),
+                    ",".join(worker.queues), concurrency, registered, "job" if registered == 1 else "jobs",
                     f" (from {', '.join(modules)})" if modules else "", worker.lease)
         started = time.monotonic()
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
@@ -395,7 +396,8 @@ async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | Non
 @app.command("queue:retry", short_help="Put failed jobs back on their queue.")
 @reports_errors
 def queue_retry(
-    ids: Annotated[list[str], typer.Argument(metavar="ID|all", help="Failure ids, or `all`.")],
+    ids: Annotated[list[str], typer.Argument(
+        metavar="ID|all", help="Failure ids (not job ids: `pgqueue queue:failed` lists both), or `all`.")],
     queue: Annotated[str | None, typer.Option(
         "--queue", "-q", metavar="QUEUE", help="With `all`: only failures of this queue.",
         callback=queue_name)] = None,
@@ -428,7 +430,11 @@ async def _retry(found: Target, wanted: list[uuid.UUID], retry_all: bool, queue_
             try:
                 job_id = await client.retry_failed(failure_id, connection=found.connection.name)
             except pgqueue.QueueRetryError as exc:
-                err(f"pgqueue: error: {one_line(exc)}")
+                hint = ""
+                if "no failed job with failure id" in str(exc):
+                    hint = ("; queue:retry takes failure ids, which differ from job ids (`pgqueue queue:failed` "
+                            "shows both: the failure id first)")
+                err(f"pgqueue: error: {one_line(exc)}{hint}")
                 ok = False
                 continue
             typer.echo(f"retried failure {failure_id}: job {job_id} is queued again")
@@ -911,6 +917,7 @@ def embedded_start(debug: Debug = False) -> None:
     """Start the embedded server (initialising and migrating it on first use); prints its DSN."""
     from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
+    require_wheel("pgqueue embedded start")  # asked for by name: not "no database is configured"
     server = EmbeddedPostgres()
     dsn = server.start()
     migrations.upgrade(dsn)
