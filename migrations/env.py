@@ -2,7 +2,8 @@
 
 The database comes, in this order, from a DSN handed over by ``pgqueue migrate``
 (``config.attributes["dsn"]``), ``sqlalchemy.url`` in the alembic config, ``PGQUEUE_DSN``,
-then ``DATABASE_URL``. Any libpq DSN works (URI or key=value). pgqueue records its
+then ``DATABASE_URL``. Any libpq DSN works (URI or key=value), and SQLAlchemy's
+``postgresql+psycopg://`` form too. pgqueue records its
 revision in its own table, ``pgqueue_alembic_version``, so it never collides with an
 application's alembic history in the same database.
 
@@ -22,6 +23,8 @@ from alembic.util import CommandError
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from pgqueue.config import normalize_dsn
+from pgqueue.errors import QueueConfigurationError
 from pgqueue.migration_support import INSTALL_HEAD, install_head
 
 config = context.config
@@ -40,18 +43,23 @@ VERSION_TABLE = _option("version_table") or "pgqueue_alembic_version"
 
 
 def _dsn() -> str:
-    dsn = (
-        config.attributes.get("dsn")
-        or _option("sqlalchemy.url")
-        or os.environ.get("PGQUEUE_DSN")
-        or os.environ.get("DATABASE_URL")
+    candidates = (
+        ("pgqueue migrate", config.attributes.get("dsn")),
+        ("sqlalchemy.url of the alembic config", _option("sqlalchemy.url")),
+        ("the environment variable PGQUEUE_DSN", os.environ.get("PGQUEUE_DSN")),
+        ("the environment variable DATABASE_URL", os.environ.get("DATABASE_URL")),
     )
-    if not dsn:
-        raise SystemExit(
-            "pgqueue migrations: no database given. Set PGQUEUE_DSN (or DATABASE_URL), "
-            "or run `pgqueue migrate --dsn ...`."
-        )
-    return str(dsn)
+    for source, dsn in candidates:
+        if dsn:
+            # SQLAlchemy's postgresql+psycopg:// (an application's sqlalchemy.url) is accepted.
+            try:
+                return normalize_dsn(str(dsn), source)
+            except QueueConfigurationError as exc:
+                raise SystemExit(f"pgqueue migrations: {exc}") from None
+    raise SystemExit(
+        "pgqueue migrations: no database given. Set PGQUEUE_DSN (or DATABASE_URL), "
+        "or run `pgqueue migrate --dsn ...`."
+    )
 
 
 def _run_migrations() -> None:

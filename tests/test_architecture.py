@@ -224,3 +224,16 @@ def test_only_the_dashboard_and_the_cli_command_import_the_dashboard() -> None:
             if target.startswith("pgqueue.dashboard"):
                 offenders.append(f"{path.relative_to(ROOT)} imports {target}")
     assert not offenders, offenders
+
+
+def test_importing_the_browser_tests_leaves_no_folder_behind(tmp_path: Path) -> None:
+    # It used to make an empty /tmp/pgqueue-screenshots-* at import, on every pytest run.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("PGQUEUE_SCREENSHOTS", None)
+    subprocess.run([sys.executable, "-c", "import tests.test_dashboard_browser"], cwd=ROOT, env=env, check=True,
+                   timeout=120)
+    assert list(tmp_path.iterdir()) == []

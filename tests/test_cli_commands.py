@@ -85,6 +85,26 @@ def test_database_is_named_once_without_its_password(dsn: str, tmp_path: Path) -
     assert "(from [tool.pgqueue] in " in from_config.stderr
 
 
+def test_a_sqlalchemy_database_url_works_and_a_bad_one_names_the_variable(dsn: str, tmp_path: Path) -> None:
+    from tests.test_api_config import sqlalchemy_url
+
+    good = pgqueue("queue:status", cwd=tmp_path, env={"DATABASE_URL": sqlalchemy_url(dsn)})
+    assert good.returncode == 0, good.stderr
+    assert "(from DATABASE_URL)" in good.stderr
+    bad = pgqueue("queue:status", cwd=tmp_path, env={"DATABASE_URL": "postgresql+psycopg://u@h/db?bogus=1"})
+    assert bad.returncode == 2, bad.stderr
+    line = one_error_line(bad.stderr)
+    assert "invalid DSN in the environment variable DATABASE_URL" in line and "--dsn" not in line
+
+
+def test_a_worker_without_a_configured_database_refuses_the_embedded_fallback(tmp_path: Path) -> None:
+    result = pgqueue("queue:work", "--app", "tests.cli_jobs", "--stop-when-empty", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result.stderr)
+    assert "no database is configured for queue:work" in line and "--embedded" in line
+    assert "embedded PostgreSQL 18" not in result.stderr  # nothing was started
+
+
 def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> None:
     bad, unreachable, debug, unknown_connection = pgqueue_all(
         ("queue:failed", "--dsn", "not a dsn"),
@@ -93,7 +113,7 @@ def test_bad_dsn_and_unreachable_server_are_one_line_errors(tmp_path: Path) -> N
         ("queue:clear", "reports", "--force", "--dsn", "dbname=x"),
         cwd=tmp_path)
     assert bad.returncode == 2
-    assert "invalid --dsn" in one_error_line(bad.stderr)
+    assert "invalid DSN in --dsn" in one_error_line(bad.stderr)
 
     assert unreachable.returncode == 1
     assert "cannot connect to someone@127.0.0.1:1/x" in one_error_line(unreachable.stderr)
@@ -197,6 +217,10 @@ def test_retry_forget_flush_prune(dsn: str, conn: Conn, tmp_path: Path) -> None:
     assert retried.returncode == 1
     assert f"retried failure {one}: job {one_job} is queued again" in retried.stdout
     assert unknown in one_error_line(retried.stderr)
+    # A job id where a failure id belongs is the usual mistake: the error says they differ.
+    by_job_id = pgqueue("queue:retry", str(one_job), "--dsn", dsn, cwd=tmp_path)
+    assert by_job_id.returncode == 1
+    assert "queue:retry takes failure ids, which differ from job ids" in one_error_line(by_job_id.stderr)
     assert conn.execute("select attempts from pgqueue.jobs where id = %s", (one_job,)).fetchone() == (0,)
 
     wrong = pgqueue("queue:retry", two, "--queue", "mail", "--dsn", dsn, cwd=tmp_path)
@@ -277,6 +301,10 @@ def test_status_counts_and_watch(dsn: str, conn: Conn, tmp_path: Path) -> None:
         assert sum(line.startswith("QUEUE") for line in seen) >= 1, seen
         watch.send_signal(signal.SIGINT)
         assert watch.wait(timeout=30) == 0
+        # ...as the README's exit codes say (the exception to "130 interrupted").
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        assert "`130` interrupted (except `queue:status --watch`,\nwhich runs until you stop it: its Ctrl-C is a " \
+               "clean `0`)" in readme
     finally:
         if watch.poll() is None:
             watch.kill()

@@ -224,3 +224,14 @@ def test_workers_do_not_outlive_a_killed_supervisor(dsn: str, supervise: Callabl
     s.proc.kill()
     s.finish()
     _poll_until(lambda: not any(_alive(pid) for pid in workers), "the orphaned workers to stop")
+
+
+def test_sigint_is_forwarded_as_sigint_so_the_logs_say_what_the_user_did(
+        dsn: str, supervise: Callable[..., Supervised]) -> None:
+    # Ctrl-C reaches the supervisor only (the workers have their own process group).
+    s = supervise("--processes", "2", "--queue", "proc", "--app", "tests.supervisor_jobs", "--dsn", dsn)
+    s.wait_for(lambda lines: sum("worker started" in line for line in lines) == 2, "both workers to start")
+    s.proc.send_signal(signal.SIGINT)
+    assert s.finish() == 0, s.log
+    assert "forwarding SIGINT to 2 worker processes" in s.log
+    assert len(re.findall(r"SIGINT: finishing", s.log)) == 2 and "SIGTERM" not in s.log, s.log

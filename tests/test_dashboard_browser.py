@@ -37,10 +37,17 @@ from tests.helpers import envelope
 from tests.sql_calls import enqueue, enqueue_many, rows, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
-# The README's screenshots are rewritten only on request (PGQUEUE_SCREENSHOTS=1), so a test run
-# leaves the working tree as it found it; otherwise they go to a scratch folder.
-DOCS = (Path(__file__).resolve().parent.parent / "docs" if os.environ.get("PGQUEUE_SCREENSHOTS")
-        else Path(tempfile.mkdtemp(prefix="pgqueue-screenshots-")))
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go. The README's are rewritten only on request (PGQUEUE_SCREENSHOTS=1), so a
+    test run leaves the working tree as it found it; otherwise pytest's own temporary folder (made
+    only when a test takes a picture, and cleaned up with pytest's others: no stray /tmp folder)."""
+    if os.environ.get("PGQUEUE_SCREENSHOTS"):
+        return Path(__file__).resolve().parent.parent / "docs"
+    return tmp_path_factory.mktemp("screenshots")
+
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason=f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run does)")
@@ -120,7 +127,7 @@ def test_the_overview_lists_every_queue_and_refreshes_in_place(dsn: str, page: A
         assert failed >= 2 and chart.locator("g.bucket").count() == 60
 
 
-def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -> None:
+def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any, shots: Path) -> None:
     seed(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, [envelope("webhooks", name="app:deliver") for _ in range(2400)])
@@ -135,10 +142,10 @@ def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -
         assert "estimated from a random sample" in (ready.get_attribute("title") or "")
         assert page.locator("tr[data-queue=webhooks] [data-col=delayed]").inner_text() == "≈ 650"
         assert page.locator("tr[data-queue=emails] [data-col=ready]").inner_text() == "3"
-        page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-overview.png"), full_page=True)
 
 
-def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None:
+def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any, shots: Path) -> None:
     made = seed(dsn)
     with served(dsn) as server:
         page.goto(server.url + "/failed")
@@ -154,7 +161,7 @@ def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None
         assert page.locator("[data-testid=message]").inner_text().startswith("login refused for password")
         assert SECRET not in page.content()
         assert "ann@example.com" in page.locator("[data-testid=args]").inner_text()
-        page.screenshot(path=str(DOCS / "dashboard-failure.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-failure.png"), full_page=True)
 
         page.click("button:text('Retry')")
         page.wait_for_url(re.compile(r"/failed\?"))
@@ -323,7 +330,7 @@ def test_pause_stops_a_worker_reserving_and_resume_lets_it(dsn: str, page: Any) 
         assert count(dsn, "select count(*) from pgqueue.jobs where queue = 'pings'") == 0
 
 
-def test_limits_are_set_cleared_and_bad_values_named(dsn: str, page: Any) -> None:
+def test_limits_are_set_cleared_and_bad_values_named(dsn: str, page: Any, shots: Path) -> None:
     seed(dsn)
     with served(dsn) as server:
         page.goto(server.url + "/queues")
@@ -339,7 +346,7 @@ def test_limits_are_set_cleared_and_bad_values_named(dsn: str, page: Any) -> Non
         page.locator("tr[data-queue=reports] button:text('Pause')").click()
         page.wait_for_url(re.compile(r"msg=paused"))
         expect(page.locator("tr[data-queue=reports] [data-col=state]")).to_have_text("paused")
-        page.screenshot(path=str(DOCS / "dashboard-queues.png"), full_page=True)
+        page.screenshot(path=str(shots / "dashboard-queues.png"), full_page=True)
         form = page.locator("[data-testid=limits-emails]")
 
         # A bad value: shown as an error naming it, and nothing changes.

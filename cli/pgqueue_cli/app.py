@@ -28,7 +28,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue import limits
-from pgqueue.embedded import EmbeddedPostgres
+from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
@@ -257,6 +257,10 @@ def queue_work(
     log_level: Annotated[str | None, typer.Option(
         "--log-level", metavar="debug|info|warning|error", envvar="PGQUEUE_LOG_LEVEL", show_envvar=True,
         help="Least severe level logged (default info; -v: debug).")] = None,
+    embedded: Annotated[bool, typer.Option(
+        "--embedded",
+        help="With no database configured, run against the embedded PostgreSQL (development only; without "
+             "this flag a worker with no --dsn, PGQUEUE_DSN or DATABASE_URL exits 2).")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
@@ -297,12 +301,12 @@ def queue_work(
         if hours is not None and not 0 <= hours * 3600 < math.inf:  # 1e308 hours is no number of seconds
             fail(f"{what} must be >= 0 hours and finite, got {hours:g}", EXIT_CONFIG)
     queues = parse_queues(queue)
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     modules = import_apps(app_modules(apps, settings))
     if job_count() == 0:
         fail("no jobs are registered, so every job would fail as `unknown_job`: pass the module that defines "
              "them with --app myapp.jobs, or set app = [\"myapp.jobs\"] under [tool.pgqueue]", EXIT_CONFIG)
-    found = target(dsn, connection, announce=False)
+    found = target(dsn, connection, announce=False, embedded=embedded, command="queue:work")
     if processes > 1:  # checked above in one process, so a configuration error is reported once
         command = supervisor.worker_command(sys.argv[1:])
         code = asyncio.run(observe.supervise(
@@ -326,9 +330,10 @@ async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_
         worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency,
                                      instruments=recorder, **options)
         worker.install_signal_handlers()
+        registered = job_count()
         logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
-                    "%d jobs registered%s, lease %gs", found.connection.name, found.describe(),
-                    ",".join(worker.queues), concurrency, job_count(),
+                    "%d %s registered%s, lease %gs", found.connection.name, found.describe(),
+                    ",".join(worker.queues), concurrency, registered, "job" if registered == 1 else "jobs",
                     f" (from {', '.join(modules)})" if modules else "", worker.lease)
         started = time.monotonic()
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)
@@ -362,7 +367,7 @@ def queue_failed(
     fields) are masked, in the args, the envelope's unique key, the message and the traceback.
     """
     wanted = _failure_id(failure_id) if failure_id is not None else None
-    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn)))
+    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")))
     found = target(dsn)
     typer.echo(asyncio.run(_failed(found, wanted, queue, limit, as_json, Redactor(redact or ()))))
 
@@ -391,7 +396,8 @@ async def _failed(found: Target, wanted: uuid.UUID | None, queue_name: str | Non
 @app.command("queue:retry", short_help="Put failed jobs back on their queue.")
 @reports_errors
 def queue_retry(
-    ids: Annotated[list[str], typer.Argument(metavar="ID|all", help="Failure ids, or `all`.")],
+    ids: Annotated[list[str], typer.Argument(
+        metavar="ID|all", help="Failure ids (not job ids: `pgqueue queue:failed` lists both), or `all`.")],
     queue: Annotated[str | None, typer.Option(
         "--queue", "-q", metavar="QUEUE", help="With `all`: only failures of this queue.",
         callback=queue_name)] = None,
@@ -424,7 +430,11 @@ async def _retry(found: Target, wanted: list[uuid.UUID], retry_all: bool, queue_
             try:
                 job_id = await client.retry_failed(failure_id, connection=found.connection.name)
             except pgqueue.QueueRetryError as exc:
-                err(f"pgqueue: error: {one_line(exc)}")
+                hint = ""
+                if "no failed job with failure id" in str(exc):
+                    hint = ("; queue:retry takes failure ids, which differ from job ids (`pgqueue queue:failed` "
+                            "shows both: the failure id first)")
+                err(f"pgqueue: error: {one_line(exc)}{hint}")
                 ok = False
                 continue
             typer.echo(f"retried failure {failure_id}: job {job_id} is queued again")
@@ -754,7 +764,7 @@ def queue_dispatch(
     The module defining the job must be imported: pass it with --app (or set
     [tool.pgqueue] app).
     """
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     job_type = pgqueue.registered_jobs().get(job_name)
     if job_type is None:
@@ -826,7 +836,7 @@ def schedule_list(
 ) -> None:
     """List the periodic jobs the --app modules declare, with the last tick enqueued (from
     pgqueue.schedule_ticks) and the next one, by the database clock."""
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     found = target(dsn, connection)
 
@@ -860,7 +870,7 @@ def schedule_sync(
     pgqueue.schedules; workers then tick them as registered. Workers whose role may register do
     it when they start; run this, as a role that may enqueue (pgqueue_producer, or the owner),
     after each deploy that adds or changes a schedule when workers run as pgqueue_worker."""
-    settings = pgqueue.load_settings(dsn=dsn)
+    settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     import_apps(app_modules(apps, settings))
     found = target(dsn, connection)
 
@@ -907,6 +917,7 @@ def embedded_start(debug: Debug = False) -> None:
     """Start the embedded server (initialising and migrating it on first use); prints its DSN."""
     from pgqueue import migrate as migrations  # noqa: PLC0415  # alembic is slow to import: only here
 
+    require_wheel("pgqueue embedded start")  # asked for by name: not "no database is configured"
     server = EmbeddedPostgres()
     dsn = server.start()
     migrations.upgrade(dsn)

@@ -25,7 +25,15 @@ from typer._click.exceptions import BadParameter
 from typer._click.globals import get_current_context
 from typer.core import TyperArgument, TyperOption
 
-from pgqueue import Client, ConnectionConfig, Settings, load_settings, prepare_database, registered_jobs
+from pgqueue import (
+    Client,
+    ConnectionConfig,
+    Settings,
+    load_settings,
+    normalize_dsn,
+    prepare_database,
+    registered_jobs,
+)
 from pgqueue.embedded import EmbeddedPostgres, default_data_dir
 from pgqueue.errors import QueueConfigurationError, QueueError, QueueStorageError
 from pgqueue.limits import queue_name_problem, shown
@@ -179,12 +187,11 @@ class Target:
 
 
 def check_dsn(dsn: str) -> None:
-    """Refuse a DSN libpq cannot parse, naming it (without its password)."""
+    """Refuse a ``--dsn`` libpq cannot parse (SQLAlchemy's ``postgresql+psycopg://`` is accepted)."""
     try:
-        conninfo_to_dict(dsn)
-    except psycopg.Error as exc:
-        fail(f"invalid --dsn: {one_line(exc)} (expected a libpq URI such as "
-             "postgresql://user:password@host:5432/dbname, or key=value pairs)", EXIT_CONFIG)
+        normalize_dsn(dsn, "--dsn")
+    except QueueConfigurationError as exc:
+        fail(str(exc), EXIT_CONFIG)
 
 
 def _source(dsn_arg: str | None, settings: Settings, config: ConnectionConfig) -> str:
@@ -209,22 +216,29 @@ def _with_dsn(settings: Settings, dsn: str) -> Settings:
 
 
 def target(dsn_arg: str | None, connection: str | None = None, *, need_schema: bool = True,
-           announce: bool = True) -> Target:
+           announce: bool = True, embedded: bool = True, command: str = "") -> Target:
     """Choose the database: ``--dsn``, else configuration/environment, else the embedded server.
 
     Connects once to check the server answers (and, with ``need_schema``, that it is
-    migrated), and says on stderr which database it is.
+    migrated), and says on stderr which database it is. With ``embedded=False`` (a worker
+    without ``--embedded``) no configured database is an error, not the embedded server: a
+    production worker that lost its ``PGQUEUE_DSN`` must not look healthy.
     """
     if dsn_arg is not None:
         check_dsn(dsn_arg)
-    settings = load_settings(dsn=dsn_arg)
+    settings = load_settings(dsn=dsn_arg, dsn_source="--dsn")
     config = settings.connection(connection)
     if config.driver != "database":
         fail(f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs inline at "
              "dispatch and has no database; use a database connection", EXIT_CONFIG)
     if config.dsn:
-        check_dsn(config.dsn)
+        # load_settings checked it, naming where it came from.
         found = Target(settings, config, config.dsn, _source(dsn_arg, settings, config), embedded=False)
+    elif not embedded:
+        fail(f"no database is configured for {command or 'this command'} (no --dsn, PGQUEUE_DSN, DATABASE_URL, "
+             f"or dsn for connection {config.name!r} in [tool.pgqueue]), and a worker does not fall back to "
+             "the embedded PostgreSQL on its own: set PGQUEUE_DSN=postgresql://user:password@host/dbname, or pass "
+             "--embedded to run against the embedded server (development only)", EXIT_CONFIG)
     else:
         # prepare_database starts and migrates the embedded server; `pgqueue migrate` only starts it.
         dsn = prepare_database(settings, announce=False) if need_schema else EmbeddedPostgres().start()

@@ -9,8 +9,9 @@ handlers use N cores. It keeps them alive and stops them together:
   up for ``stable_after`` seconds starts over with the shortest backoff;
 - a worker that ends by itself with exit code 0 (``--stop-when-empty``, ``--max-jobs``) is
   done and not restarted; when every worker is done, the supervisor exits 0;
-- SIGTERM or SIGINT is forwarded to every worker as SIGTERM (their graceful drain); a second
-  one is forwarded too (the workers then cancel their handlers). The supervisor exits 0 if
+- SIGTERM or SIGINT is forwarded to every worker as it came (both start their graceful drain;
+  after a Ctrl-C the workers' logs say SIGINT, not SIGTERM); a second one is forwarded too (the
+  workers then cancel their handlers). The supervisor exits 0 if
   every worker drained cleanly;
 - a worker that dies ``max_quick_failures`` times in a row within ``stable_after`` seconds of
   its start cannot be kept alive: the supervisor stops the others and exits 1.
@@ -85,24 +86,27 @@ class Supervisor:
         self._children: dict[int, asyncio.subprocess.Process] = {}
 
     # ------------------------------------------------------------------ control
-    def stop(self) -> None:
-        """Forward a stop to every worker (SIGTERM: the graceful drain) and restart none."""
+    def stop(self, signum: int = signal.SIGTERM) -> None:
+        """Forward a stop to every worker (the signal received, SIGTERM by default: the graceful drain)
+        and restart none."""
         self._signals += 1
+        name = signal.Signals(signum).name
         if self._signals == 1:
-            logger.info("pgqueue: supervisor stopping: forwarding SIGTERM to %d worker processes (graceful drain)",
-                        len(self._children))
+            logger.info("pgqueue: supervisor stopping: forwarding %s to %d worker processes (graceful drain)",
+                        name, len(self._children))
         else:
-            logger.info("pgqueue: supervisor: second stop, forwarding SIGTERM again (running handlers are cancelled)")
+            logger.info("pgqueue: supervisor: second stop, forwarding %s again (running handlers are cancelled)",
+                        name)
         self._stopping.set()
         for child in self._children.values():
             with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signal.SIGTERM)
+                child.send_signal(signum)
 
     async def run(self) -> int:
         """Run until every worker is done or stopped; 0 if all ended cleanly, 1 otherwise."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+            loop.add_signal_handler(sig, self.stop, sig)
         try:
             results = await asyncio.gather(*(self._keep_alive(slot) for slot in range(1, self.processes + 1)),
                                            return_exceptions=True)

@@ -1,4 +1,4 @@
-"""pgqueue: hardening (issue 11): pinned search_path, bounds, envelope checks, queue-name rule.
+"""pgqueue: hardening: pinned search_path, bounds, envelope checks, queue-name rule.
 
 Revision ID: pgqueue_0002
 Revises: pgqueue_0001

@@ -1,4 +1,4 @@
-"""pgqueue: unique jobs, periodic jobs and snooze (issue 13).
+"""pgqueue: unique jobs, periodic jobs and snooze.
 
 Revision ID: pgqueue_0003
 Revises: pgqueue_0002

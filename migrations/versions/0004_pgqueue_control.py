@@ -1,4 +1,4 @@
-"""pgqueue: queue controls and cancellation (issue 14): pause, global limits, cancel.
+"""pgqueue: queue controls and cancellation: pause, global limits, cancel.
 
 Revision ID: pgqueue_0004
 Revises: pgqueue_0003

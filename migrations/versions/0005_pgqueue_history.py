@@ -1,4 +1,4 @@
-"""pgqueue: history of what was processed (issue 15): job_stats, completed_jobs.
+"""pgqueue: history of what was processed: job_stats, completed_jobs.
 
 Revision ID: pgqueue_0005
 Revises: pgqueue_0004

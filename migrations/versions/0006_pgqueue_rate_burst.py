@@ -1,4 +1,4 @@
-"""pgqueue: a queue's rate limit is a token bucket with a burst capacity (issue 14).
+"""pgqueue: a queue's rate limit is a token bucket with a burst capacity.
 
 Revision ID: pgqueue_0006
 Revises: pgqueue_0005

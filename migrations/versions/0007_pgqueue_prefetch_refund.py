@@ -1,4 +1,4 @@
-"""pgqueue: prefetch never makes a job fail unrun (issue 18).
+"""pgqueue: prefetch never makes a job fail unrun.
 
 Revision ID: pgqueue_0007
 Revises: pgqueue_0006

@@ -392,13 +392,17 @@ class Worker:
         return self.stats.processed
 
     async def _warn_about_unknown_queues(self) -> None:
-        """Warn once when a served queue has no job and no failure: often a misspelt name."""
+        """Warn once when a served queue has no job, no failure and no job type declaring it: often a misspelt name."""
         try:
             known = await self.store.served_queues()
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.debug("pgqueue: could not list the queues in use (%s)", exc)
             return
-        unknown = [q for q in self.queues if q not in known]
+        # A queue named by the connection or by a registered job type is where jobs are meant to
+        # go: empty because it is drained, not misspelt (every healthy start of a worker on a drained
+        # 'default' queue used to warn).
+        expected = {self.config.queue} | {job.queue for job in registered_jobs().values() if job.queue}
+        unknown = [q for q in self.queues if q not in known and q not in expected]
         if unknown:
             shown = ", ".join(repr(q) for q in known[:20]) + (", ..." if len(known) > 20 else "")
             logger.warning(
