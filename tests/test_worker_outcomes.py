@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, JobContext, QueueLeaseError, QueuePayloadError
+from pgqueue.worker.instruments import Recorder
 from tests.api_support import failed_rows, job_rows, run_worker
 from tests.helpers import envelope
 from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
@@ -190,6 +191,31 @@ async def test_handler_release_puts_the_job_back(client: Client, hooks: Any, dsn
     assert (row["id"], row["attempts"], row["token"]) == (job_id, 1, None)
     assert 20 < row["due_in"] <= 30
     assert await failures(dsn) == []
+
+
+async def test_a_handler_s_own_release_and_snooze_are_counted_as_such_not_as_acks(
+        client: Client, hooks: Any, dsn: str) -> None:
+    # The worker's stats and its instruments count the same outcome for each attempt: a handler
+    # that released or snoozed its job itself was counted acked in WorkerStats (issue 25).
+    async def release(job: Probe, context: JobContext) -> None:
+        await context.release(600)
+
+    async def snooze(job: Probe, context: JobContext) -> None:
+        await context.snooze(600)
+
+    hooks("release", release)
+    hooks("snooze", snooze)
+    await client.dispatch(Probe(hook="release"))
+    await client.dispatch(Probe(hook="snooze"))
+    recorder = Recorder()
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600, instruments=recorder)
+
+    assert await finish(worker.run(stop_when_empty=True), "the two jobs") == 2
+
+    assert (worker.stats.acked, worker.stats.retried, worker.stats.snoozed) == (0, 1, 1)
+    outcomes = {key[0]: value for key, value in recorder.counters.items() if key[0] != "reserved"}
+    assert outcomes == {"retried": 1, "snoozed": 1}
+    assert len(await jobs(dsn)) == 2
 
 
 async def test_handler_release_now_runs_again_and_counts_the_attempt(client: Client, hooks: Any, dsn: str) -> None:

@@ -302,6 +302,10 @@ class Executor:
                 stats.lost += 1
             elif context.decision == "cancelled":
                 stats.cancelled += 1
+            elif context.decision == "released":
+                stats.retried += 1
+            elif context.decision == "snoozed":
+                stats.snoozed += 1
             else:
                 stats.acked += 1
 

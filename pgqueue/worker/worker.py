@@ -55,7 +55,10 @@ class WorkerStats:
     reserved: int = 0
     processed: int = 0
     acked: int = 0
+    #: Attempts released to run again (the retry policy after a failure, or ``context.release()``).
     retried: int = 0
+    #: Attempts the handler snoozed (``context.snooze()``: runs again without using up a try).
+    snoozed: int = 0
     failed: int = 0
     #: Reservations whose lease was lost: a decision or an ack the fence refused, or a handler
     #: stopped because its lease could not be renewed. Such a job runs again elsewhere.
