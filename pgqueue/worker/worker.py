@@ -13,9 +13,7 @@ import contextlib
 import logging
 import math
 import signal
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -35,6 +33,7 @@ from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments, Recorder
 from pgqueue.worker.maintenance import HISTORY_RETENTION, Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
+from pgqueue.worker.outcomes import Outcomes, WorkerStats, log, reporter
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
 logger = logging.getLogger("pgqueue.worker")
@@ -46,30 +45,6 @@ def default_prefetch(concurrency: int) -> int:
     """The default ``prefetch`` of a worker: ten times its concurrency, at least 50 and at most
     500 (measured: see the README's "Prefetch")."""
     return min(500, max(50, 10 * concurrency))
-
-
-@dataclass
-class WorkerStats:
-    """What a worker did so far."""
-
-    reserved: int = 0
-    processed: int = 0
-    acked: int = 0
-    #: Attempts released to run again (the retry policy after a failure, or ``context.release()``).
-    retried: int = 0
-    #: Attempts the handler snoozed (``context.snooze()``: runs again without using up a try).
-    snoozed: int = 0
-    failed: int = 0
-    #: Reservations whose lease was lost: a decision or an ack the fence refused, or a handler
-    #: stopped because its lease could not be renewed. Such a job runs again elsewhere.
-    lost: int = 0
-    #: VACUUMs of pgqueue.jobs run by this worker's table maintenance.
-    vacuums: int = 0
-    #: Handlers stopped because their job was cancelled (``pgqueue.cancel``, confirmed by the database).
-    cancelled: int = 0
-    #: Attempts the worker itself interrupted (a forced stop: drain timeout passed, second signal),
-    #: handed back with their try (``pgqueue.release_interrupted``) to run again on the next worker.
-    given_back: int = 0
 
 
 class Worker:
@@ -241,8 +216,12 @@ class Worker:
         #: reserves and starts executions.
         #: What the worker reports for metrics (the default does nothing).
         self.instruments = instruments or Instruments()
+        #: Where each attempt's one outcome goes: the stats, the instruments and the log hear it.
+        self.outcomes = Outcomes(self.stats.count, log)
+        if type(self.instruments) is not Instruments:  # the default records nothing: not called at all
+            self.outcomes.subscribe(reporter(self.instruments))
         self.completer = Completer(self.store, flush_interval=ack_flush_interval, batch_size=ack_batch_size,
-                                   on_refused=self._ack_refused, keep_completed=keep_completed is not None,
+                                   outcomes=self.outcomes, keep_completed=keep_completed is not None,
                                    instruments=self.instruments)
         #: The queue depth sampler (None unless ``instruments`` is a Recorder and ``metrics_interval`` is set).
         self.depth_sampler: DepthSampler | None = None
@@ -256,7 +235,7 @@ class Worker:
         #: The running handlers by job id, for cancellations (``pgqueue.cancel``), each checked
         #: with the database before it stops anything.
         self.cancellations = Cancellations(self.store)
-        self.executor = Executor(self.store, self.completer, self.stats, lease_margin=config.lease_margin,
+        self.executor = Executor(self.store, self.completer, self.outcomes, lease_margin=config.lease_margin,
                                  timeout_cap=timeout, scope=scope, heartbeat=self.heartbeat,
                                  threads=threads if threads is not None else min(concurrency, 32),
                                  cancellations=self.cancellations, instruments=self.instruments)
@@ -286,12 +265,6 @@ class Worker:
 
     def _vacuumed(self) -> None:
         self.stats.vacuums += 1
-
-    def _ack_refused(self, job_id: uuid.UUID) -> None:
-        # Counted as acked when the handler returned; the fence says someone else holds it now.
-        self.stats.acked -= 1
-        self.stats.lost += 1
-        self.instruments.lease_lost()
 
     def stop(self, *, cancel_running: bool = False) -> None:
         """Stop reserving; running handlers finish (within drain_timeout). ``cancel_running``
