@@ -129,30 +129,10 @@ class Executor:
         if self.stopping:
             await self._release_unstarted(job_id, token)
             return False
-        try:
-            # Decoding and validation happen here, per reservation: whatever one stored envelope
-            # contains fails that job alone, never the fetch of its batch.
-            envelope = Envelope.decode(reservation.envelope, job_id=job_id)
-        except QueuePayloadError as exc:
-            self.instruments.started(reservation.queue, "?", job_id, attempts)
-            await self._fail_unrun(reservation, "?", exc, "payload_invalid")
-            return True
-        self.instruments.started(reservation.queue, envelope.name, job_id, attempts)
-        job_type = lookup(envelope.name)
-        if job_type is None:
-            error = QueuePayloadError(
-                f"job name {envelope.name!r} is not registered in this worker; import the module that "
-                "defines it (--app) — the job was not run"
-            )
-            await self._fail_unrun(reservation, envelope.name, error, "unknown_job")
-            return True
-        try:
-            job = job_type.from_args(envelope.args)
-        except Exception as exc:
-            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
-                                      f"{exc}")
-            await self._fail_unrun(reservation, envelope.name, error, "payload_invalid", args=envelope.args)
-            return True
+        found = await self._job_of(reservation)
+        if found is None:
+            return True  # it could not run: failed
+        envelope, job = found
         # The job starts here.
         context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
                              queue=reservation.queue, connection=envelope.connection,
@@ -178,6 +158,35 @@ class Executor:
             if self.heartbeat is not None:
                 self.heartbeat.drop(context)
         return True
+
+    async def _job_of(self, reservation: Reservation) -> tuple[Envelope, Job] | None:
+        """The reservation's envelope and job; None if it cannot run (bad envelope, unknown name, args
+        that do not fit), and then it has failed."""
+        job_id, attempts = reservation.id, reservation.attempts
+        try:
+            # Decoding and validation happen here, per reservation: whatever one stored envelope
+            # contains fails that job alone, never the fetch of its batch.
+            envelope = Envelope.decode(reservation.envelope, job_id=job_id)
+        except QueuePayloadError as exc:
+            self.instruments.started(reservation.queue, "?", job_id, attempts)
+            await self._fail_unrun(reservation, "?", exc, "payload_invalid")
+            return None
+        self.instruments.started(reservation.queue, envelope.name, job_id, attempts)
+        job_type = lookup(envelope.name)
+        if job_type is None:
+            error = QueuePayloadError(
+                f"job name {envelope.name!r} is not registered in this worker; import the module that "
+                "defines it (--app) — the job was not run"
+            )
+            await self._fail_unrun(reservation, envelope.name, error, "unknown_job")
+            return None
+        try:
+            return envelope, job_type.from_args(envelope.args)
+        except Exception as exc:
+            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
+                                      f"{exc}")
+            await self._fail_unrun(reservation, envelope.name, error, "payload_invalid", args=envelope.args)
+            return None
 
     async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float) -> None:
         """Run the handler under its time limit, carry out the worker's decision if it took none, and
