@@ -248,3 +248,22 @@ def test_only_the_dashboard_and_the_cli_command_import_the_dashboard() -> None:
             if target.startswith("pgqueue.dashboard"):
                 offenders.append(f"{path.relative_to(ROOT)} imports {target}")
     assert not offenders, offenders
+
+
+def _function_lines(path: Path, qualname: str) -> int:
+    owner, name = qualname.split(".")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name:
+                    return (item.end_lineno or item.lineno) - item.lineno + 1
+    raise AssertionError(f"{qualname} not found in {path}")
+
+
+def test_the_worker_module_is_lifecycle_only() -> None:
+    # Issue 25: options live in worker/options.py, outcomes in worker/outcomes.py, the background
+    # services' start and stop in worker/services.py; worker.py wires them and runs the lifecycle.
+    worker = LIBRARY / "worker" / "worker.py"
+    assert len(worker.read_text(encoding="utf-8").splitlines()) <= 320
+    assert _function_lines(worker, "Worker.__init__") <= 60
+    assert _function_lines(LIBRARY / "worker" / "executor.py", "Executor._attempt") <= 60

@@ -214,12 +214,7 @@ class Executor:
             with contextlib.suppress(RuntimeError):  # not entered yet, or already expiring
                 deadline.reschedule(limit())
 
-        context.watch_lease(lease_moved)
-        if self.heartbeat is not None:
-            self.heartbeat.hold(context)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, context.id, context.attempts,
-                         context.tries, extra=context.log_fields())
+        self._hold(context, lease_moved)
         raised: BaseException | None = None
         result: Any = None
         try:
@@ -251,6 +246,15 @@ class Executor:
         if raised is not None and (isinstance(raised, asyncio.CancelledError) if _interrupted()
                                    else self._stops(job, raised)):
             raise raised  # the worker's forced stop goes on; a Ctrl-C stops the process
+
+    def _hold(self, context: JobContext, lease_moved: Callable[[], None]) -> None:
+        """The handler is about to run: its time limit follows its lease, the heartbeat renews it."""
+        context.watch_lease(lease_moved)
+        if self.heartbeat is not None:
+            self.heartbeat.hold(context)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pgqueue: running %s %s attempt %d/%d", context.name, context.id, context.attempts,
+                         context.tries, extra=context.log_fields())
 
     def _stops(self, job: Job, raised: BaseException) -> bool:
         """Whether ``raised`` stops the worker once recorded: a KeyboardInterrupt from an async handler

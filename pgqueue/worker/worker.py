@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 from typing import Any, Unpack
 
 import psycopg
@@ -19,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
-from pgqueue.jobs import registered_jobs
+from pgqueue.jobs import Job, registered_jobs
 from pgqueue.store import Store
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
@@ -63,11 +64,7 @@ class Worker:
         self.prefetch = options.ahead
         self.poll_interval = float(options.poll_interval)
         self.drain_timeout = options.drain_timeout
-        self.lease = float(options.lease if options.lease is not None else config.lease)
-        if self.lease <= config.lease_margin:
-            raise QueueConfigurationError(
-                f"lease ({self.lease}s) must exceed the lease margin ({config.lease_margin}s)"
-            )
+        self.lease = self._lease(options.lease)
         #: The lease heartbeat (None when off).
         self.heartbeat = self._heartbeat(options.heartbeat)
         where = sessions(config, options, dsn)
@@ -97,9 +94,7 @@ class Worker:
                                  threads=options.threads or min(self.concurrency, 32),
                                  cancellations=self.cancellations, instruments=self.instruments)
         #: The periodic-job scheduler (issue 13): enqueues the due ticks of these schedules.
-        schedules = options.schedules
-        scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
-        self.scheduler = Scheduler(self.store, config, declared_schedules(scheduled, config.name))
+        self.scheduler = self._scheduler(options.schedules)
         self.fetcher = Fetcher(self.store, self.completer, self.executor, self.stats, queues=self.queues,
                                lease=self.lease, concurrency=self.concurrency, poll_interval=self.poll_interval,
                                fetch_cooldown=options.fetch_cooldown, prefetch=self.prefetch,
@@ -115,6 +110,18 @@ class Worker:
                      self.cancellations.notified) if self.listen else None
         )
         self._stopping = False
+
+    def _lease(self, wanted: float | None) -> float:
+        """The lease of this worker's reservations (``wanted`` None: the connection's)."""
+        lease = float(wanted if wanted is not None else self.config.lease)
+        if lease <= self.config.lease_margin:
+            raise QueueConfigurationError(f"lease ({lease}s) must exceed the lease margin "
+                                          f"({self.config.lease_margin}s)")
+        return lease
+
+    def _scheduler(self, schedules: bool | Sequence[type[Job]]) -> Scheduler:
+        scheduled = list(registered_jobs().values()) if schedules is True else list(schedules or ())
+        return Scheduler(self.store, self.config, declared_schedules(scheduled, self.config.name))
 
     def _maintenance(self, vacuum_dsn: str | None) -> Maintenance | None:
         options = self.options
