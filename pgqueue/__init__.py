@@ -14,7 +14,8 @@ The public API:
   ``controls`` -> :class:`QueueControl`; :func:`parse_rate` reads ``"100/s"``, :func:`format_rate`
   writes it);
   :func:`default_client` / :func:`set_default_client` — the one ``Job.dispatch`` uses.
-- :class:`Worker`, :class:`WorkerStats` — the worker (``await client.worker(...)``).
+- :class:`Worker`, :class:`WorkerOptions`, :class:`WorkerStats` — the worker (``await client.worker(...)``),
+  its options (validated once) and its counts.
 - :class:`FailedJob`, :class:`FailedJobRepository` — failure records.
 - :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings`, :func:`normalize_dsn` — configuration;
   :func:`prepare_database` — the configured database, or the embedded one started and migrated.
@@ -43,7 +44,7 @@ from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
 from pgqueue.store import JobStatsRow, Throughput, UniqueDispatch
-from pgqueue.worker import Worker, WorkerStats
+from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 
 __version__ = "0.1.0"
 
@@ -76,6 +77,7 @@ __all__ = [
     "Throughput",
     "UniqueDispatch",
     "Worker",
+    "WorkerOptions",
     "WorkerStats",
     "default_client",
     "format_rate",

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -44,6 +44,7 @@ from pgqueue.store import (
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
+from pgqueue.worker.options import WorkerKeywords, WorkerOptions
 from pgqueue.worker.scheduler import declared_schedules, registration, sync_arguments
 
 if TYPE_CHECKING:
@@ -610,26 +611,24 @@ class Client:
         store = await self._store(self.settings.connection(connection))
         return await store.queue_controls()
 
-    async def worker(self, connection: str | None = None, *, queues: Sequence[str] | None = None,
-                     concurrency: int = 10, **options: Any) -> Worker:
-        """A worker for a connection; see :class:`pgqueue.worker.Worker` for the options."""
+    async def worker(self, connection: str | None = None, options: WorkerOptions | None = None,
+                     **keywords: Unpack[WorkerKeywords]) -> Worker:
+        """A worker for a connection: ``options`` (:class:`~pgqueue.WorkerOptions`, whose fields are
+        documented there), with ``keywords`` replacing its fields (``client.worker(concurrency=4)``)."""
         config = self.settings.connection(connection)
         if config.driver != "database":
             raise QueueConfigurationError(
                 f"connection {config.name!r} uses the {config.driver!r} driver, which runs jobs at dispatch; "
                 "workers serve database connections"
             )
-        # None, not an empty list, means the connection's queue: Worker refuses an empty list.
-        for name in queues if queues is not None else ():
-            problem = queue_name_problem(name)
-            if problem is not None:  # no job can be on such a queue: the worker would idle forever
-                raise QueueConfigurationError(f"worker of connection {config.name!r}: {problem}")
+        try:
+            options = WorkerOptions.of(options, **keywords) if keywords or options is None else options
+        except QueueConfigurationError as exc:
+            raise QueueConfigurationError(f"worker of connection {config.name!r}: {exc}") from None
         store = await self._store(config)
-        if options.get("schedules", True) is True:
-            options["schedules"] = self._scheduled_jobs(config)
-        return Worker(config, store, dsn=config.dsn or self.dsn,
-                      queues=queues if queues is not None else (config.queue,),
-                      concurrency=concurrency, **options)
+        if options.schedules is True:
+            options = dataclasses.replace(options, schedules=self._scheduled_jobs(config))
+        return Worker(config, store, options, dsn=config.dsn or self.dsn)
 
     def _scheduled_jobs(self, config: ConnectionConfig) -> list[type[Job]]:
         """The registered periodic jobs whose connection (the job's, else the default) is ``config``."""

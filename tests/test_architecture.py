@@ -1,8 +1,9 @@
 """The shape of the code, checked: no import cycle in pgqueue/, one door to the SQL, a CLI on the public API.
 
 The import checks read the source with ``ast`` (nothing is imported or run), so a cycle kept alive by an
-import inside a function counts as much as one at module level. Imports under
-``if TYPE_CHECKING:`` are left out: they never run.
+import inside a function counts as much as one at module level. The cycle check counts imports under
+``if TYPE_CHECKING:`` too: they never run, but a circle of types is still a circle of rooms (issue 25);
+the checks of what a module may reach at run time leave them out.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ def _type_checking_block(node: ast.AST) -> bool:
         or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
 
 
-def imported_modules(path: Path, known: set[str]) -> Iterator[str]:
-    """Every pgqueue module ``path`` imports at run time (module level or inside functions)."""
+def imported_modules(path: Path, known: set[str], *, type_checking: bool = False) -> Iterator[str]:
+    """Every pgqueue module ``path`` imports at run time (module level or inside functions), and with
+    ``type_checking`` those it imports under ``if TYPE_CHECKING:`` too."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if _type_checking_block(node):
+        if not type_checking and _type_checking_block(node):
             for inner in ast.walk(node):
                 skipped.add(id(inner))
     for node in ast.walk(tree):
@@ -66,13 +68,15 @@ def imported_modules(path: Path, known: set[str]) -> Iterator[str]:
                 yield candidate if candidate in known else node.module
 
 
-def library_graph() -> dict[str, set[str]]:
+def library_graph(*, type_checking: bool = True) -> dict[str, set[str]]:
+    """pgqueue's import graph (module -> the pgqueue modules it imports), ``TYPE_CHECKING`` imports
+    included unless ``type_checking`` is False."""
     files = {module_name(p, LIBRARY, "pgqueue"): p for p in LIBRARY.rglob("*.py")}
     known = set(files)
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         targets = set()
-        for target in imported_modules(path, known):
+        for target in imported_modules(path, known, type_checking=type_checking):
             # `from pgqueue import x` where x is a name re-exported by the package __init__.
             targets.add(target if target in known else "pgqueue")
         # A package's __init__ importing its own submodules is how a package is built, not a cycle.
@@ -107,11 +111,30 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_library_has_no_import_cycle() -> None:
+    # TYPE_CHECKING imports included (library_graph's default).
     # The package __init__ re-exports the public API, so every module reachable from it is
     # left out as an *importer of* "pgqueue"; a module importing the package itself would cycle.
     graph = library_graph()
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_import_graph_counts_type_checking_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nimport pgqueue.jobs\n"
+                      "if TYPE_CHECKING:\n    from pgqueue.worker.worker import Worker\n", encoding="utf-8")
+    known = {"pgqueue.jobs", "pgqueue.worker.worker"}
+    assert set(imported_modules(module, known)) == {"pgqueue.jobs"}
+    assert set(imported_modules(module, known, type_checking=True)) == {"pgqueue.jobs", "pgqueue.worker.worker"}
+
+
+def test_no_room_of_the_worker_imports_the_worker() -> None:
+    # worker.py wires the rooms (fetcher, executor, completer, heartbeat, ...); they report to it
+    # through pgqueue.worker.outcomes, never by importing it, not even for a type. (The package's
+    # __init__ re-exporting Worker is how a package is built: not counted.)
+    graph = library_graph()
+    importers = sorted(name for name, targets in graph.items() if "pgqueue.worker.worker" in targets)
+    assert importers == [], f"modules importing pgqueue.worker.worker: {importers}"
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -176,7 +199,8 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 def test_settings_resolve_without_side_effects() -> None:
     # Reading settings must not be able to start the embedded server or run migrations:
     # that is pgqueue.startup's explicit step, used by Client.open and the CLI.
-    assert not {"pgqueue.embedded", "pgqueue.migrate", "pgqueue.startup"} & reachable(library_graph(), "pgqueue.config")
+    runs = reachable(library_graph(type_checking=False), "pgqueue.config")
+    assert not {"pgqueue.embedded", "pgqueue.migrate", "pgqueue.startup"} & runs
 
 
 def test_prepare_database_returns_a_configured_dsn_as_it_is(tmp_path: Path) -> None:
@@ -237,3 +261,22 @@ def test_importing_the_browser_tests_leaves_no_folder_behind(tmp_path: Path) -> 
     subprocess.run([sys.executable, "-c", "import tests.test_dashboard_browser"], cwd=ROOT, env=env, check=True,
                    timeout=120)
     assert list(tmp_path.iterdir()) == []
+
+
+def _function_lines(path: Path, qualname: str) -> int:
+    owner, name = qualname.split(".")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name:
+                    return (item.end_lineno or item.lineno) - item.lineno + 1
+    raise AssertionError(f"{qualname} not found in {path}")
+
+
+def test_the_worker_module_is_lifecycle_only() -> None:
+    # Issue 25: options live in worker/options.py, outcomes in worker/outcomes.py, the background
+    # services' start and stop in worker/services.py; worker.py wires them and runs the lifecycle.
+    worker = LIBRARY / "worker" / "worker.py"
+    assert len(worker.read_text(encoding="utf-8").splitlines()) <= 320
+    assert _function_lines(worker, "Worker.__init__") <= 60
+    assert _function_lines(LIBRARY / "worker" / "executor.py", "Executor._attempt") <= 60

@@ -73,7 +73,11 @@ def test_work_configuration_errors_exit_2(dsn: str, tmp_path: Path) -> None:
              (("queue:work", "--app", "no_such_module_xyz"), "cannot import job module 'no_such_module_xyz'"),
              (("queue:work", "--poll-interval", "0", *app), "--poll-interval must be > 0"),
              (("queue:work", "--poll-interval", "inf", *app), "--poll-interval must be > 0 seconds and finite"),
-             (("queue:work", "--lease", "3", *app), "lease (3.0s) must exceed the lease margin"))
+             (("queue:work", "--lease", "3", *app), "lease (3.0s) must exceed the lease margin"),
+             # Checked by WorkerOptions, reported by the option's name.
+             (("queue:work", "--timeout", "0", *app), "--timeout must be > 0 seconds and finite, got 0"),
+             (("queue:work", "--drain-timeout", "inf", *app), "--drain-timeout must be a finite number of seconds"),
+             (("queue:work", "--metrics-interval", "-1", *app), "--metrics-interval must be a finite number"))
     results = pgqueue_all(*((*args, "--dsn", dsn) for args, _ in cases), cwd=tmp_path)
     for ((args, expected), result) in zip(cases, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)

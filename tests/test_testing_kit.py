@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, Job, JobContext, QueueDispatchError, load_settings
-from pgqueue.testing import Ran, assert_dispatched, dispatched, drain, inline
+from pgqueue.testing import Outcome, Ran, assert_dispatched, dispatched, drain, inline
 from tests.api_support import NO_PYPROJECT, client, failed_rows, job_rows, settings_for
 
 __all__ = ["client"]
@@ -173,12 +173,12 @@ async def test_drain_runs_what_was_dispatched_with_a_real_worker(client: Client,
     chain = await client.dispatch(Chain(order_id=10))
     ran = await drain(client)
     by_id = {r.id: r for r in ran}
-    assert by_id[first] == Ran(first, "tests.kit:receipt", "default", 1, "succeeded")
-    assert by_id[boom].outcome == "retried" and by_id[boom].attempt == 1
-    assert by_id[once] == Ran(once, "tests.kit:once", "other", 1, "failed", "exception")
-    assert by_id[chain].outcome == "succeeded"
+    assert by_id[first] == Ran(first, "tests.kit:receipt", "default", 1, Outcome.ACKED)
+    assert by_id[boom].outcome == "released" and by_id[boom].attempt == 1
+    assert by_id[once] == Ran(once, "tests.kit:once", "other", 1, Outcome.FAILED, "exception")
+    assert by_id[chain].outcome == "acked"
     [child] = [r for r in ran if r.id not in (first, boom, once, chain)]
-    assert (child.name, child.outcome) == ("tests.kit:receipt", "succeeded")
+    assert (child.name, child.outcome) == ("tests.kit:receipt", "acked")
     assert ("receipt", 11, 1) in RAN
     # What is left is what the database says is left: the retried job, waiting for its backoff.
     assert [(r["id"], r["attempts"]) for r in job_rows(dsn)] == [(boom, 1)]
@@ -190,7 +190,7 @@ async def test_drain_of_an_empty_database_and_max_jobs(client: Client) -> None:
     assert await drain(client) == []
     await client.dispatch_many([Receipt(order_id=n) for n in range(3)])
     assert len(await drain(client, max_jobs=2)) == 2
-    assert [r.outcome for r in await drain(client, queues=["default"])] == ["succeeded"]
+    assert [r.outcome for r in await drain(client, queues=["default"])] == ["acked"]
 
 
 # --------------------------------------------------- dispatched / assert_dispatched

@@ -57,7 +57,7 @@ async def test_a_client_bound_to_it(pgqueue_client, pgqueue_dsn):
     assert default_client() is pgqueue_client and pgqueue_client.dsn == pgqueue_dsn
     await Ping(n=1).dispatch()
     assert_dispatched(Ping, n=1)
-    assert [r.outcome for r in await drain()] == ["succeeded"] and SEEN == [1]
+    assert [r.outcome for r in await drain()] == ["acked"] and SEEN == [1]
 
 
 def test_the_default_client_is_given_back_after(pgqueue_dsn):

@@ -268,7 +268,7 @@ async def test_a_refused_ack_counts_as_lost_not_succeeded(hooks: Any, dsn: str) 
 @pytest.mark.parametrize("interval", [math.inf, math.nan, 0, -1])
 async def test_poll_interval_must_be_finite_and_positive(dsn: str, interval: float) -> None:
     async with Client(settings=settings_for(dsn)) as client:
-        with pytest.raises(QueueConfigurationError, match="poll_interval must be a finite number"):
+        with pytest.raises(QueueConfigurationError, match="poll_interval must be > 0 seconds and finite"):
             await client.worker(poll_interval=interval)
 
 

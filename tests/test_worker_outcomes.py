@@ -18,6 +18,8 @@ import psycopg
 import pytest
 
 from pgqueue import Client, JobContext, QueueLeaseError, QueuePayloadError
+from pgqueue.worker.instruments import Recorder
+from pgqueue.worker.outcomes import Ended, Outcome
 from tests.api_support import failed_rows, job_rows, run_worker
 from tests.helpers import envelope
 from tests.worker_jobs import Deadlined, Flaky, NeedsArgs, Once, Probe, Retrying
@@ -192,6 +194,31 @@ async def test_handler_release_puts_the_job_back(client: Client, hooks: Any, dsn
     assert await failures(dsn) == []
 
 
+async def test_a_handler_s_own_release_and_snooze_are_counted_as_such_not_as_acks(
+        client: Client, hooks: Any, dsn: str) -> None:
+    # The worker's stats and its instruments count the same outcome for each attempt: a handler
+    # that released or snoozed its job itself was counted acked in WorkerStats (issue 25).
+    async def release(job: Probe, context: JobContext) -> None:
+        await context.release(600)
+
+    async def snooze(job: Probe, context: JobContext) -> None:
+        await context.snooze(600)
+
+    hooks("release", release)
+    hooks("snooze", snooze)
+    await client.dispatch(Probe(hook="release"))
+    await client.dispatch(Probe(hook="snooze"))
+    recorder = Recorder()
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600, instruments=recorder)
+
+    assert await finish(worker.run(stop_when_empty=True), "the two jobs") == 2
+
+    assert (worker.stats.acked, worker.stats.retried, worker.stats.snoozed) == (0, 1, 1)
+    outcomes = {key[0]: value for key, value in recorder.counters.items() if key[0] != "reserved"}
+    assert outcomes == {"retried": 1, "snoozed": 1}
+    assert len(await jobs(dsn)) == 2
+
+
 async def test_handler_release_now_runs_again_and_counts_the_attempt(client: Client, hooks: Any, dsn: str) -> None:
     attempts: list[int] = []
 
@@ -350,6 +377,68 @@ async def test_refused_auto_ack_is_never_touched(client: Client, hooks: Any, dsn
     assert (worker.completer.acked, worker.completer.refused) == (0, 1)
     [row] = await jobs(dsn)
     assert row["token"] == stolen["token"]
+
+
+async def test_a_refused_auto_ack_ends_the_attempt_lost_in_the_stats_the_metrics_and_the_log(
+        client: Client, hooks: Any, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    # The attempt's outcome waits for the database's answer to the batched ack: it is never
+    # counted acked first and corrected afterwards.
+    async def robbed(job: Probe, context: JobContext) -> None:
+        await scalar(dsn, "update pgqueue.jobs set token = nextval('pgqueue.lease_token_seq') where id = %s"
+                          " returning token", (context.id,))
+
+    hooks("robbed", robbed)
+    job_id = await client.dispatch(Probe(hook="robbed"))
+    recorder = Recorder()
+    worker = await client.worker(concurrency=1, listen=False, instruments=recorder)
+    ended: list[Ended] = []
+    worker.outcomes.subscribe(ended.append)
+
+    with caplog.at_level("WARNING", logger="pgqueue.worker"):
+        assert await finish(worker.run(max_jobs=1), "the job") == 1
+
+    assert [(e.job_id, e.outcome, e.reason) for e in ended] == [(job_id, Outcome.LOST, "ack_refused")]
+    assert (worker.stats.acked, worker.stats.lost) == (0, 1)
+    outcomes = {key[0]: value for key, value in recorder.counters.items() if key[0] != "reserved"}
+    assert outcomes == {"lost": 1} and recorder.leases_lost == 1
+    [warning] = [r for r in caplog.records if "ack was refused" in r.getMessage()]
+    assert f"job {job_id} finished but its ack was refused" in warning.getMessage()
+    assert Probe.name in warning.getMessage() and warning.__dict__["job_name"] == Probe.name
+
+
+async def test_each_attempt_ends_in_one_outcome_heard_by_every_subscriber(client: Client, hooks: Any,
+                                                                          dsn: str) -> None:
+    async def returns(job: Probe, context: JobContext) -> None:
+        pass
+
+    async def raises(job: Probe, context: JobContext) -> None:
+        raise ValueError("no")
+
+    async def snoozes(job: Probe, context: JobContext) -> None:
+        if context.attempts == 1 and not context.finished:
+            await context.snooze(600)
+
+    hooks("returns", returns)
+    hooks("raises", raises)
+    hooks("snoozes", snoozes)
+    acked = await client.dispatch(Probe(hook="returns"))
+    flaky = await client.dispatch(Flaky(hook="raises"))  # three tries: released, released, failed
+    snoozed = await client.dispatch(Probe(hook="snoozes"))
+    worker = await client.worker(concurrency=1, listen=False, poll_interval=600)
+    ended: list[Ended] = []
+    worker.outcomes.subscribe(ended.append)
+
+    assert await finish(worker.run(max_jobs=5), "five attempts") == 5
+
+    by_job: dict[uuid.UUID, list[tuple[Outcome, str | None]]] = {}
+    for event in ended:
+        by_job.setdefault(event.job_id, []).append((event.outcome, event.reason))
+    assert by_job == {acked: [(Outcome.ACKED, None)],
+                      flaky: [(Outcome.RELEASED, None), (Outcome.RELEASED, None), (Outcome.FAILED, "exception")],
+                      snoozed: [(Outcome.SNOOZED, None)]}
+    assert [e.attempts for e in ended if e.job_id == flaky] == [1, 2, 3]
+    stats = worker.stats
+    assert (stats.acked, stats.retried, stats.failed, stats.snoozed, stats.lost) == (1, 2, 1, 1, 0)
 
 
 @pytest.mark.parametrize("error", [QueueLeaseError, QueuePayloadError])

@@ -80,6 +80,7 @@ async def _ledger(dsn: str, event: str) -> list[dict[str, Any]]:
 
 
 async def test_prefetch_is_checked_by_name(client: Client) -> None:
+    bad: Any
     for bad in (-1, 1.5, True, "3"):
         with pytest.raises(QueueConfigurationError, match="prefetch must be an integer >= 0"):
             await client.worker(prefetch=bad)

@@ -277,30 +277,24 @@ def queue_work(
     right after it starts.
     """
     configure_logging(verbose, log_format=log_format, log_level=log_level)
-    if not 0 <= metrics_interval < math.inf:
-        fail(f"--metrics-interval must be >= 0 seconds (0: no queue depth sampling), got {metrics_interval:g}",
-             EXIT_CONFIG)
     metrics = observe.MetricsOptions(metrics_port, metrics_host.strip(), metrics_max_queues, metrics_max_job_names)
     if metrics_port is not None:
         observe.metrics_module()  # the extra is missing: say so before anything starts
         if not metrics.host:
             fail("--metrics-host must be an address or a host name (127.0.0.1, ::1, 0.0.0.0, ...), got "
                  f"{metrics_host!r}", EXIT_CONFIG)
-    for value, what in ((timeout, "--timeout"), (lease, "--lease"), (poll_interval, "--poll-interval")):
-        if value is not None and not 0 < value < math.inf:
-            fail(f"{what} must be > 0 seconds and finite, got {value:g}", EXIT_CONFIG)
-    if lease is not None and not limits.MIN_LEASE_SECONDS <= lease <= limits.MAX_LEASE_SECONDS:
-        fail(f"--lease must be from {limits.MIN_LEASE_SECONDS:g} to {limits.MAX_LEASE_SECONDS:.0f} seconds (1 year), "
-             f"got {lease:g}", EXIT_CONFIG)
-    if not 0 <= drain_timeout < math.inf:
-        fail(f"--drain-timeout must be >= 0 seconds and finite, got {drain_timeout:g}", EXIT_CONFIG)
-    if not 0 <= maintenance_interval < math.inf:
-        fail(f"--maintenance-interval must be >= 0 seconds (0: no table maintenance), got {maintenance_interval:g}",
-             EXIT_CONFIG)
     for hours, what in ((history_hours, "--history-hours"), (keep_completed_hours, "--keep-completed-hours")):
         if hours is not None and not 0 <= hours * 3600 < math.inf:  # 1e308 hours is no number of seconds
             fail(f"{what} must be >= 0 hours and finite, got {hours:g}", EXIT_CONFIG)
-    queues = parse_queues(queue)
+    try:  # validated here, once, before a supervisor starts any worker process
+        options = pgqueue.WorkerOptions(
+            queues=parse_queues(queue), concurrency=concurrency, timeout=timeout, lease=lease,
+            poll_interval=poll_interval, drain_timeout=drain_timeout, listen=listen,
+            maintenance_interval=maintenance_interval, prefetch=prefetch, history_retention=history_hours * 3600,
+            keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600,
+            metrics_interval=metrics_interval)
+    except pgqueue.QueueConfigurationError as exc:
+        fail(_named_by_flag(str(exc)), EXIT_CONFIG)
     settings = pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")
     modules = import_apps(app_modules(apps, settings))
     if job_count() == 0:
@@ -313,27 +307,32 @@ def queue_work(
             lambda extra: supervisor.Supervisor(command, processes, env=dict(os.environ, **extra)).run(), metrics))
         raise typer.Exit(code)
     supervisor.follow_supervisor()
-    asyncio.run(_work(found, queues, concurrency, stop_when_empty, max_jobs, modules,
-                      dict(timeout=timeout, lease=lease, poll_interval=poll_interval,
-                           drain_timeout=drain_timeout, listen=listen,
-                           maintenance_interval=maintenance_interval, prefetch=prefetch,
-                           history_retention=history_hours * 3600,
-                           keep_completed=None if keep_completed_hours is None else keep_completed_hours * 3600,
-                           metrics_interval=metrics_interval),
-                      metrics))
+    asyncio.run(_work(found, options, stop_when_empty, max_jobs, modules, metrics))
 
 
-async def _work(found: Target, queues: list[str] | None, concurrency: int, stop_when_empty: bool,
-                max_jobs: int | None, modules: list[str], options: dict[str, float | bool | int | None],
-                metrics: observe.MetricsOptions | None = None) -> None:
+#: The ``queue:work`` option of each WorkerOptions field whose error it reports.
+_FLAGS = {"worker concurrency": "--concurrency", "worker queues": "--queue", "poll_interval": "--poll-interval",
+          "drain_timeout": "--drain-timeout", "lease": "--lease", "timeout": "--timeout", "prefetch": "--prefetch",
+          "maintenance_interval": "--maintenance-interval", "metrics_interval": "--metrics-interval"}
+
+
+def _named_by_flag(message: str) -> str:
+    """A WorkerOptions error as ``queue:work`` says it: naming the option, not the field."""
+    for field, flag in _FLAGS.items():
+        if message.startswith(field + " ") or message.startswith(field + ":"):
+            return flag + message[len(field):]
+    return message
+
+
+async def _work(found: Target, options: pgqueue.WorkerOptions, stop_when_empty: bool, max_jobs: int | None,
+                modules: list[str], metrics: observe.MetricsOptions | None = None) -> None:
     async with found.client() as client, observe.worker_metrics(metrics or observe.MetricsOptions()) as recorder:
-        worker = await client.worker(found.connection.name, queues=queues, concurrency=concurrency,
-                                     instruments=recorder, **options)
+        worker = await client.worker(found.connection.name, options, instruments=recorder)
         worker.install_signal_handlers()
         registered = job_count()
         logger.info("pgqueue: worker started: connection %s, database %s, queues %s, concurrency %d, "
                     "%d %s registered%s, lease %gs", found.connection.name, found.describe(),
-                    ",".join(worker.queues), concurrency, registered, "job" if registered == 1 else "jobs",
+                    ",".join(worker.queues), worker.concurrency, registered, "job" if registered == 1 else "jobs",
                     f" (from {', '.join(modules)})" if modules else "", worker.lease)
         started = time.monotonic()
         processed = await worker.run(stop_when_empty=stop_when_empty, max_jobs=max_jobs)

@@ -18,7 +18,7 @@ import contextlib
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import psycopg
@@ -26,14 +26,10 @@ import psycopg
 from pgqueue.client import Client, default_client
 from pgqueue.jobs import Job
 from pgqueue.store import DispatchedJob, dispatched_jobs_on_sync
-from pgqueue.worker.instruments import Instruments
+from pgqueue.worker.outcomes import Ended, Outcome
 
 __all__ = ["DispatchedJob", "Outcome", "Ran", "assert_dispatched", "dispatched", "drain", "inline"]
 
-#: How an attempt run by :func:`drain` ended (the worker's instruments' words): ``succeeded`` (acked),
-#: ``retried`` (raised or released with a try left: stored again, delayed by its backoff), ``snoozed``,
-#: ``failed`` (moved to ``pgqueue.failed_jobs``), ``cancelled``, ``lost`` (its lease was lost).
-Outcome = Literal["succeeded", "retried", "snoozed", "failed", "cancelled", "lost"]
 
 
 @contextlib.contextmanager
@@ -68,25 +64,9 @@ class Ran:
     reason: str | None = None
 
 
-class _Recording(Instruments):
-    """The worker's instruments, kept as :class:`Ran` records: the started attempt of each (queue, name)
-    is matched with the next outcome of that queue and name."""
-
-    __slots__ = ("attempts", "running")
-
-    def __init__(self) -> None:
-        self.attempts: list[Ran] = []
-        self.running: list[tuple[str, str, uuid.UUID, int]] = []
-
-    def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
-        self.running.append((queue, name, job_id, attempts))
-
-    def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
-        for position, (q, n, job_id, attempts) in enumerate(self.running):
-            if (q, n) == (queue, name):
-                del self.running[position]
-                self.attempts.append(Ran(job_id, name, queue, attempts, outcome, reason))  # type: ignore[arg-type]
-                return
+def _ran(ended: Ended) -> Ran:
+    return Ran(ended.job_id, ended.name, ended.queue, ended.attempts, ended.outcome,
+               ended.reason if ended.outcome is Outcome.FAILED else None)
 
 
 async def drain(client: Client | None = None, *, connection: str | None = None,
@@ -106,12 +86,14 @@ async def drain(client: Client | None = None, *, connection: str | None = None,
         queues = [row.queue for row in await target.stats(connection)]
         if not queues:
             return []
-    recording = _Recording()
     settings: dict[str, Any] = {"listen": False, "maintenance_interval": None, "metrics_interval": None,
-                                "schedules": False, **options, "instruments": recording}
+                                "schedules": False, **options}
     worker = await target.worker(connection, queues=queues, concurrency=concurrency, **settings)
+    attempts: list[Ran] = []
+    # The worker's one outcome event per attempt (pgqueue.worker.Outcome), by job id.
+    worker.outcomes.subscribe(lambda ended: attempts.append(_ran(ended)))
     await worker.run(stop_when_empty=True, max_jobs=max_jobs)
-    return recording.attempts
+    return attempts
 
 
 def dispatched(job_type: type[Job] | str | None = None, *, using: Client | None = None,

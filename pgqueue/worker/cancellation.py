@@ -24,13 +24,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from pgqueue.context import JobContext
 from pgqueue.store import Store
-
-if TYPE_CHECKING:
-    from pgqueue.worker.fetcher import Prefetched
+from pgqueue.worker.heartbeat import Leased
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -49,7 +46,8 @@ class Cancellations:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._running: dict[uuid.UUID, JobContext] = {}
-        self.buffered: Callable[[uuid.UUID], Prefetched | None] = lambda job_id: None
+        #: The buffered job of an id (a :class:`pgqueue.worker.fetcher.Prefetched`, leased), if any.
+        self.buffered: Callable[[uuid.UUID], Leased | None] = lambda job_id: None
         #: Notified reservations (job id -> token) waiting for the database's answer.
         self._pending: dict[uuid.UUID, int] = {}
         self._notified = asyncio.Event()

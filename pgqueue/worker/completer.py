@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
 from pgqueue.store import AckBatch, Store
 from pgqueue.worker.instruments import Instruments
+from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -27,7 +28,9 @@ class Completer:
 
     A crash loses at most the acks not yet flushed: those jobs run again after their lease
     expires (at-least-once). A database error keeps the pending acks and retries with
-    backoff; acks refused by the fence are logged and reported to ``on_refused(job_id)``.
+    backoff. An ack added with its attempt's :class:`~pgqueue.worker.outcomes.Ended` event ends
+    that attempt once the database answers: ``outcomes`` hears it ``acked``, or ``lost`` (reason
+    ``ack_refused``) when the fence refused it.
 
     A handler's own ack (``context.ack()``) goes through :meth:`ack_now`: at once and
     unbatched, because the handler waits to learn whether the fence accepted it.
@@ -38,11 +41,11 @@ class Completer:
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
-                 batch_size: int = 500, on_refused: Callable[[uuid.UUID], None] | None = None,
+                 batch_size: int = 500, outcomes: Outcomes | None = None,
                  keep_completed: bool = False, instruments: Instruments | None = None) -> None:
         self._store = store
         self._instruments = instruments or Instruments()
-        self._on_refused = on_refused
+        self._outcomes = outcomes or Outcomes()
         self.flush_interval = flush_interval
         self.batch_size = batch_size
         self.keep_completed = keep_completed
@@ -50,6 +53,8 @@ class Completer:
         self._tokens: list[int] = []
         self._durations: list[float | None] = []
         self._waits: list[float | None] = []
+        #: The attempts the pending and in-flight acks end, by job id (told once answered).
+        self._ended: dict[uuid.UUID, Ended] = {}
         #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
         self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
         self._in_flight = 0
@@ -60,9 +65,13 @@ class Completer:
         self.acked = 0
         self.refused = 0
 
-    def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None) -> None:
+    def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None,
+            ended: Ended | None = None) -> None:
         """Queue an acknowledgement (with the handler's run time and its wait from reservation to
-        start, in seconds); it is sent with the next flush."""
+        start, in seconds); it is sent with the next flush. ``ended``: the attempt's ``acked``
+        outcome, emitted once the database accepted the ack (``lost`` if the fence refused it)."""
+        if ended is not None:
+            self._ended[job_id] = ended
         self._ids.append(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
@@ -128,13 +137,24 @@ class Completer:
         """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
         self._in_flight -= 1
         self.acked += len(ids) - len(refused)
-        for job_id in refused:
-            self.refused += 1
+        self.refused += len(refused)
+        ended = self._ended
+        if ended:
+            emit = self._outcomes.emit
+            lost = set(refused)
+            for job_id in ids:
+                event = ended.pop(job_id, None)
+                if event is None:
+                    continue
+                if job_id in lost:
+                    event.outcome, event.reason = Outcome.LOST, "ack_refused"
+                    lost.discard(job_id)
+                emit(event)
+            refused = list(lost)
+        for job_id in refused:  # an ack added without its attempt's outcome
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
                            "and the job was reserved again, or it was cleared); it may run twice", job_id,
-                           extra={"job_id": str(job_id)})  # its name, attempt and token are no longer known here
-            if self._on_refused is not None:
-                self._on_refused(job_id)
+                           extra={"job_id": str(job_id)})
         if not self._ids and not self._in_flight:
             self._idle.set()
 
@@ -185,6 +205,7 @@ class Completer:
                              "closed before the worker stopped; they run again after their leases expire",
                              len(self._ids) + len(ids))
                 self._ids, self._tokens, self._durations, self._waits = [], [], [], []
+                self._ended.clear()
                 self._answer({**marks, **self._marks}, set())
                 self._marks.clear()
                 self._pending.clear()

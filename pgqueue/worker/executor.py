@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -28,15 +28,9 @@ from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments
-
-if TYPE_CHECKING:
-    from pgqueue.worker.worker import WorkerStats
+from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
 
 logger = logging.getLogger("pgqueue.worker")
-
-#: The instruments' outcome of each decision (see :data:`pgqueue.worker.instruments.OUTCOMES`).
-_OUTCOMES = {"acked": "succeeded", "released": "retried", "snoozed": "snoozed", "cancelled": "cancelled",
-             "lost": "lost"}
 
 #: ``scope(context)``: an async context manager entered around each execution.
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
@@ -84,19 +78,23 @@ class Executor:
     ack (batched by the completer); raised (anything, ``SystemExit`` and other BaseExceptions
     too) or timed out → release with backoff while tries and ``retry_until`` allow, else failure;
     cancelled by the worker's forced stop → given back with its try (``release_interrupted``).
+
+    Each attempt's end is emitted once to ``outcomes`` (:mod:`pgqueue.worker.outcomes`): here, or
+    by the completer once the database answered a batched ack. An attempt whose decision could not
+    reach the database (it stays reserved until its lease expires) ends in no outcome.
     """
 
-    def __init__(self, store: Store, completer: Completer, stats: WorkerStats, *, lease_margin: float,
+    def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
                  threads: int, cancellations: Cancellations | None = None,
                  instruments: Instruments | None = None) -> None:
         self._store = store
-        #: What each execution reports (metrics); the default does nothing.
+        #: What each execution reports (metrics: its start and run time); the default does nothing.
         self.instruments = instruments or Instruments()
         #: The running handlers by job id, so a cancellation (``pgqueue.cancel``) finds its handler.
         self.cancellations = cancellations
         self._completer = completer
-        self._stats = stats
+        self._outcomes = outcomes
         self._decisions = Decisions(store, completer)
         self.lease_margin = lease_margin
         self.timeout_cap = timeout_cap
@@ -131,32 +129,10 @@ class Executor:
         if self.stopping:
             await self._release_unstarted(job_id, token)
             return False
-        try:
-            # Decoding and validation happen here, per reservation: whatever one stored envelope
-            # contains fails that job alone, never the fetch of its batch.
-            envelope = Envelope.decode(reservation.envelope, job_id=job_id)
-        except QueuePayloadError as exc:
-            self.instruments.started(reservation.queue, "?", job_id, attempts)
-            await self._fail(job_id, token, attempts, exc, "payload_invalid", name="?", queue=reservation.queue)
-            return True
-        self.instruments.started(reservation.queue, envelope.name, job_id, attempts)
-        job_type = lookup(envelope.name)
-        if job_type is None:
-            error = QueuePayloadError(
-                f"job name {envelope.name!r} is not registered in this worker; import the module that "
-                "defines it (--app) — the job was not run"
-            )
-            await self._fail(job_id, token, attempts, error, "unknown_job", name=envelope.name,
-                             queue=reservation.queue)
-            return True
-        try:
-            job = job_type.from_args(envelope.args)
-        except Exception as exc:
-            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
-                                      f"{exc}")
-            await self._fail(job_id, token, attempts, error, "payload_invalid", name=envelope.name,
-                             queue=reservation.queue, args=envelope.args)
-            return True
+        found = await self._job_of(reservation)
+        if found is None:
+            return True  # it could not run: failed
+        envelope, job = found
         # The job starts here.
         context = JobContext(job_id=job_id, token=token, attempts=attempts, tries=reservation.tries,
                              queue=reservation.queue, connection=envelope.connection,
@@ -174,7 +150,7 @@ class Executor:
             else:
                 await self._attempt(job, context, envelope, received)
         finally:
-            self._report(context, envelope, time.monotonic() - began)
+            self.instruments.ran(context.queue, envelope.name, time.monotonic() - began)
             # The job ends here (whatever ended it: see context.decision).
             if self.cancellations is not None:
                 self.cancellations.drop(context)
@@ -183,29 +159,42 @@ class Executor:
                 self.heartbeat.drop(context)
         return True
 
-    def _report(self, context: JobContext, envelope: Envelope, seconds: float) -> None:
-        """Tell the instruments how the execution ended (by the decision taken; a failure the
-        worker recorded was reported by :meth:`_fail`)."""
-        self.instruments.ran(context.queue, envelope.name, seconds)
-        decision = context.decision
-        if decision == "failed":
-            if context.failure is None:
-                return  # recorded by _fail, with its reason
-            outcome, reason = "failed", "failed_by_handler"
-        else:
-            outcome, reason = _OUTCOMES.get(decision or "", ""), None
-            if not outcome:
-                return
-        self.instruments.outcome(context.queue, envelope.name, outcome, reason)
+    async def _job_of(self, reservation: Reservation) -> tuple[Envelope, Job] | None:
+        """The reservation's envelope and job; None if it cannot run (bad envelope, unknown name, args
+        that do not fit), and then it has failed."""
+        job_id, attempts = reservation.id, reservation.attempts
+        try:
+            # Decoding and validation happen here, per reservation: whatever one stored envelope
+            # contains fails that job alone, never the fetch of its batch.
+            envelope = Envelope.decode(reservation.envelope, job_id=job_id)
+        except QueuePayloadError as exc:
+            self.instruments.started(reservation.queue, "?", job_id, attempts)
+            await self._fail_unrun(reservation, "?", exc, "payload_invalid")
+            return None
+        self.instruments.started(reservation.queue, envelope.name, job_id, attempts)
+        job_type = lookup(envelope.name)
+        if job_type is None:
+            error = QueuePayloadError(
+                f"job name {envelope.name!r} is not registered in this worker; import the module that "
+                "defines it (--app) — the job was not run"
+            )
+            await self._fail_unrun(reservation, envelope.name, error, "unknown_job")
+            return None
+        try:
+            return envelope, job_type.from_args(envelope.args)
+        except Exception as exc:
+            error = QueuePayloadError(f"job {envelope.name!r}: args {envelope.args!r:.500} do not fit the job: "
+                                      f"{exc}")
+            await self._fail_unrun(reservation, envelope.name, error, "payload_invalid", args=envelope.args)
+            return None
 
     async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float) -> None:
-        """Run the handler under its time limit, then carry out the worker's decision if it took none.
+        """Run the handler under its time limit, carry out the worker's decision if it took none, and
+        emit the attempt's outcome.
 
         ``received``: when the reservation arrived (``time.monotonic()``): its wait until the
         handler starts and the handler's run time go to the history.
         """
-        job_id, attempts = context.id, context.attempts
-        stats = self._stats
         timeout = envelope.timeout if self.timeout_cap is None else min(envelope.timeout, self.timeout_cap)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -225,85 +214,89 @@ class Executor:
             with contextlib.suppress(RuntimeError):  # not entered yet, or already expiring
                 deadline.reschedule(limit())
 
-        context.watch_lease(lease_moved)
-        if self.heartbeat is not None:
-            self.heartbeat.hold(context)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("pgqueue: running %s %s attempt %d/%d", envelope.name, job_id, attempts,
-                         context.tries, extra=context.log_fields())
+        self._hold(context, lease_moved)
+        raised: BaseException | None = None
+        result: Any = None
         try:
             if limit() <= loop.time():
-                raise TimeoutError(f"job {job_id}: no time left in its lease to run (lease margin "
+                raise TimeoutError(f"job {context.id}: no time left in its lease to run (lease margin "
                                    f"{margin:g}s)")
             if self.scope is None:
                 async with deadline:
                     deadline.reschedule(limit())
-                    await self._handle(job, context)
+                    result = await self._handle(job, context)
             else:
                 async with self.scope(context), deadline:
                     deadline.reschedule(limit())
-                    await self._handle(job, context)
-        except BaseException as raised:  # whatever the handler raised, the attempt ends here, recorded
-            duration = loop.time() - started
-            if _interrupted():
-                # This execution was cancelled from outside (the worker's forced stop): the worker,
-                # not the handler, ended the attempt, so it is given back.
-                context.mark_cancelled()
-                await self._give_back(context, envelope, duration, wait)
-                if isinstance(raised, asyncio.CancelledError):
-                    raise
-                return
-            error: BaseException = raised
-            note: str | None = None
-            if isinstance(raised, TimeoutError) and deadline.expired():
-                context.mark_cancelled()
-                if context.decision == "cancelled":  # pgqueue.cancel: already recorded in failed_jobs
-                    stats.cancelled += 1
-                    return
-                if context.decision == "lost":
-                    # The heartbeat's renewal was refused: someone else holds the job now.
-                    stats.lost += 1
-                    return
-                when = deadline.when()
-                if self.heartbeat is not None and when is not None and when < job_deadline:
-                    context.claim_decision("lost")
-                    stats.lost += 1
-                    logger.warning(
-                        "pgqueue: job %s (%s) attempt %d: its lease could not be renewed, so the handler was "
-                        "stopped %gs before the lease ends; the job runs again once the lease has expired",
-                        job_id, envelope.name, attempts, margin, extra=context.log_fields())
-                    return
-                error = TimeoutError(
-                    f"job {envelope.name!r} timed out after {duration:.3g}s "
-                    f"(its timeout is {envelope.timeout:g}s; the limit is also kept {margin:g}s inside the "
-                    "lease); the handler was cancelled at an await"
-                    + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(type(job)) else "")
-                )
-            elif isinstance(raised, QueueLeaseError) and context.finished and context.decision == "lost":
-                stats.lost += 1
-                logger.warning("pgqueue: %s", raised, extra=context.log_fields())
-                return
-            # A KeyboardInterrupt from an async handler may be a real Ctrl-C when the worker's own
-            # signal handlers are not installed: recorded like any failure, then it stops the process.
-            stops = isinstance(raised, KeyboardInterrupt) and not self.signals_installed \
-                and not has_sync_handle(type(job))
-            if not isinstance(raised, Exception):
-                note = _handler_exit(raised, stops=stops)
-            await self._after_exception(context, envelope, error, duration, wait, note=note)
-            if stops:
-                raise
-        else:
+                    result = await self._handle(job, context)
+        except BaseException as exc:  # whatever the handler raised, the attempt ends here, recorded
+            raised = exc
+        duration = loop.time() - started
+        if raised is None:
             if context.claim_decision("acked"):
-                self._completer.add(job_id, context.token, loop.time() - started, wait)
-                stats.acked += 1
-            elif context.decision == "failed":
-                stats.failed += 1
-            elif context.decision == "lost":
-                stats.lost += 1
-            elif context.decision == "cancelled":
-                stats.cancelled += 1
-            else:
-                stats.acked += 1
+                # The ack path: the completer batches it and ends the attempt once the database answers.
+                self._completer.add(context.id, context.token, duration, wait,
+                                    ended=_ended(context, Outcome.ACKED, result))
+                return
+            outcome: Outcome | None = _decided(context)  # the handler's own decision
+        else:
+            outcome = await self._raised(job, context, envelope, raised, deadline, job_deadline, duration, wait)
+        if outcome is not None:
+            self._outcomes.emit(_ended(context, outcome))
+        if raised is not None and (isinstance(raised, asyncio.CancelledError) if _interrupted()
+                                   else self._stops(job, raised)):
+            raise raised  # the worker's forced stop goes on; a Ctrl-C stops the process
+
+    def _hold(self, context: JobContext, lease_moved: Callable[[], None]) -> None:
+        """The handler is about to run: its time limit follows its lease, the heartbeat renews it."""
+        context.watch_lease(lease_moved)
+        if self.heartbeat is not None:
+            self.heartbeat.hold(context)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pgqueue: running %s %s attempt %d/%d", context.name, context.id, context.attempts,
+                         context.tries, extra=context.log_fields())
+
+    def _stops(self, job: Job, raised: BaseException) -> bool:
+        """Whether ``raised`` stops the worker once recorded: a KeyboardInterrupt from an async handler
+        may be a real Ctrl-C when the worker's own signal handlers are not installed."""
+        return isinstance(raised, KeyboardInterrupt) and not self.signals_installed \
+            and not has_sync_handle(type(job))
+
+    async def _raised(self, job: Job, context: JobContext, envelope: Envelope, raised: BaseException,
+                      deadline: asyncio.Timeout, job_deadline: float, duration: float,
+                      wait: float) -> Outcome | None:
+        """The handler raised (or was stopped): how the attempt ends, carried out."""
+        if _interrupted():
+            # This execution was cancelled from outside (the worker's forced stop): the worker,
+            # not the handler, ended the attempt, so it is given back.
+            context.mark_cancelled()
+            return await self._give_back(context, envelope, duration, wait)
+        error: BaseException = raised
+        if isinstance(raised, TimeoutError) and deadline.expired():
+            context.mark_cancelled()
+            # cancelled: pgqueue.cancel, already recorded in failed_jobs; lost: the heartbeat's
+            # renewal was refused, someone else holds the job now.
+            if context.decision in ("cancelled", "lost"):
+                return _decided(context)
+            when = deadline.when()
+            if self.heartbeat is not None and when is not None and when < job_deadline \
+                    and context.claim_decision("lost"):
+                logger.warning(
+                    "pgqueue: job %s (%s) attempt %d: its lease could not be renewed, so the handler was "
+                    "stopped %gs before the lease ends; the job runs again once the lease has expired",
+                    context.id, envelope.name, context.attempts, self.lease_margin, extra=context.log_fields())
+                return Outcome.LOST
+            error = TimeoutError(
+                f"job {envelope.name!r} timed out after {duration:.3g}s "
+                f"(its timeout is {envelope.timeout:g}s; the limit is also kept {self.lease_margin:g}s inside "
+                "the lease); the handler was cancelled at an await"
+                + (" (a sync handler's thread runs on until it returns)" if has_sync_handle(type(job)) else "")
+            )
+        elif isinstance(raised, QueueLeaseError) and context.finished and context.decision == "lost":
+            logger.warning("pgqueue: %s", raised, extra=context.log_fields())
+            return Outcome.LOST
+        note = None if isinstance(raised, Exception) else _handler_exit(raised, stops=self._stops(job, raised))
+        return await self._after_exception(context, envelope, error, duration, wait, note=note)
 
     def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
         """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
@@ -319,16 +312,17 @@ class Executor:
 
     async def _after_exception(self, context: JobContext, envelope: Envelope, error: BaseException,
                                duration: float | None = None, wait: float | None = None, *,
-                               note: str | None = None) -> None:
+                               note: str | None = None) -> Outcome | None:
         """The retry policy: a handler raised (or timed out): retry with backoff while tries and the
         deadline allow, else record the failure. ``duration`` and ``wait`` go to the history;
-        ``note`` is stored and logged instead of the exception's own message."""
+        ``note`` is stored and logged instead of the exception's own message. Returns the outcome
+        (None: the decision could not reach the database)."""
         message = failure_message(error) if note is None else stored_text(note, MESSAGE_LIMIT, "message")
         if context.finished:
             logger.warning("pgqueue: job %s (%s) raised after it was %s: %s: %s", context.id, envelope.name,
                            context.decision, type(error).__name__, message,
                            extra=log_fields(context.log_fields(), envelope.name, envelope.args))
-            return
+            return _decided(context)
         attempts = context.attempts
         if tracing_active():
             with contextlib.suppress(Exception):  # e.g. an exception whose __str__ raises: never lose the failure
@@ -342,28 +336,36 @@ class Executor:
                 except (psycopg.Error, PoolTimeout, OSError) as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
                                  "when its lease expires", context.id, exc, extra=context.log_fields())
-                    return
-                if accepted:
-                    self._stats.retried += 1
-                    logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
-                                   context.id, envelope.name, attempts, context.tries,
-                                   type(error).__name__, message, delay,
-                                   extra=log_fields(context.log_fields(), envelope.name, envelope.args))
-                else:
-                    self._stats.lost += 1
+                    return None
+                if not accepted:
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
                                    context.id, attempts, extra=context.log_fields())
-                return
+                    return Outcome.LOST
+                logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
+                               context.id, envelope.name, attempts, context.tries,
+                               type(error).__name__, message, delay,
+                               extra=log_fields(context.log_fields(), envelope.name, envelope.args))
+                return Outcome.RELEASED
         context.claim_decision("failed")
-        await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
-                         queue=context.queue, duration=duration, wait=wait, message=message, args=envelope.args)
+        return await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
+                                queue=context.queue, duration=duration, wait=wait, message=message,
+                                args=envelope.args)
+
+    async def _fail_unrun(self, reservation: Reservation, name: str, error: QueuePayloadError, reason: str, *,
+                          args: Any = None) -> None:
+        """Fail a reservation that could not run (its envelope, name or args) and emit the outcome."""
+        outcome = await self._fail(reservation.id, reservation.token, reservation.attempts, error, reason,
+                                   name=name, queue=reservation.queue, args=args)
+        if outcome is not None:
+            self._outcomes.emit(Ended(outcome, reservation.id, reservation.token, reservation.attempts,
+                                      reservation.queue, name, reason if outcome is Outcome.FAILED else None))
 
     async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
                     *, name: str, queue: str, duration: float | None = None, wait: float | None = None,
-                    message: str | None = None, args: Any = None) -> None:
-        """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history)
-        and report it to the instruments. ``message`` replaces the exception's own; ``args``: the job's,
-        so its log lines mask what it declares secret."""
+                    message: str | None = None, args: Any = None) -> Outcome | None:
+        """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history):
+        FAILED, LOST if the fence refused, None if it could not be recorded. ``message`` replaces the
+        exception's own; ``args``: the job's, so its log lines mask what it declares secret."""
         exception, message, trace = describe(error, message)
         fields = log_fields({"job_id": str(job_id), "job_name": name, "queue": queue, "attempt": attempts,
                              "token": token}, name, args)
@@ -375,23 +377,21 @@ class Executor:
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc, extra=fields)
-            return
-        self.instruments.outcome(queue, name, "failed" if accepted else "lost", reason if accepted else None)
-        if accepted:
-            self._stats.failed += 1
-            logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
-                         attempts, reason, exception, message, extra=fields)
-        else:
-            self._stats.lost += 1
+            return None
+        if not accepted:
             logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id,
                            extra=fields)
+            return Outcome.LOST
+        logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
+                     attempts, reason, exception, message, extra=fields)
+        return Outcome.FAILED
 
     async def _give_back(self, context: JobContext, envelope: Envelope, duration: float,
-                         wait: float | None) -> None:
+                         wait: float | None) -> Outcome | None:
         """The worker interrupted the attempt (a forced stop): hand the job back with its try
         (``pgqueue.release_interrupted``, fenced), ready for the next worker."""
         if not context.claim_decision("given_back"):
-            return  # the handler (or the heartbeat) decided first
+            return _decided(context)  # the handler (or the heartbeat) decided first
         try:
             # Shielded: the task is being cancelled; the give-back must still reach the database.
             accepted = await asyncio.shield(self._store.release_interrupted(context.id, context.token, duration,
@@ -400,17 +400,16 @@ class Executor:
             logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop, and giving it "
                            "back failed (%s); it runs again when its lease expires, the attempt counted",
                            context.id, envelope.name, context.attempts, exc, extra=context.log_fields())
-            return
-        if accepted:
-            self._stats.given_back += 1
-            logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop: given back "
-                           "with its try, it runs again on the next worker", context.id, envelope.name,
-                           context.attempts, extra=context.log_fields())
-        else:
-            self._stats.lost += 1
+            return None
+        if not accepted:
             logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop, and its lease "
                            "was already lost", context.id, envelope.name, context.attempts,
                            extra=context.log_fields())
+            return Outcome.LOST
+        logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop: given back "
+                       "with its try, it runs again on the next worker", context.id, envelope.name,
+                       context.attempts, extra=context.log_fields())
+        return Outcome.GIVEN_BACK
 
     async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
         try:
@@ -418,6 +417,23 @@ class Executor:
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.warning("pgqueue: could not hand back unstarted job %s (%s); it returns when its lease "
                            "expires", job_id, exc)
+
+
+def _decided(context: JobContext) -> Outcome:
+    """The outcome of the decision already taken about ``context`` (by the handler, the heartbeat or
+    a cancellation)."""
+    decision = context.decision
+    assert decision is not None, "called only once a decision was taken"
+    return Outcome(decision)
+
+
+def _ended(context: JobContext, outcome: Outcome, result: Any = None) -> Ended:
+    """The event of an attempt's end (a failure's reason: the handler's ``context.fail`` or the
+    worker's retry policy running out)."""
+    reason = None
+    if outcome is Outcome.FAILED:
+        reason = "failed_by_handler" if context.failure is not None else "exception"
+    return Ended(outcome, context.id, context.token, context.attempts, context.queue, context.name, reason, result)
 
 
 def _interrupted() -> bool:

@@ -8,7 +8,6 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -18,9 +17,7 @@ from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments
-
-if TYPE_CHECKING:
-    from pgqueue.worker.worker import WorkerStats
+from pgqueue.worker.outcomes import WorkerStats
 
 logger = logging.getLogger("pgqueue.worker")
 

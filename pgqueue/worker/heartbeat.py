@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -121,8 +120,3 @@ class Heartbeat:
                                "prefetched job is not started)",
                                context.id, context.attempts, extra=context.log_fields())
 
-    async def stop(self, task: asyncio.Task[None]) -> None:
-        """Cancel the ``run()`` task and wait for it."""
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
