@@ -90,7 +90,8 @@ async def test_acks_ride_with_a_reservation_and_refused_ones_come_back(store: St
     assert len(first) == 2
     done, stale = first
     # The stale holder's token no longer matches: its ack must be refused, the other accepted.
-    acks: AckBatch = ([done.id, stale.id], [done.token, stale.token + 1000], [0.01, 0.01], [0.0, 0.0], False)
+    acks = AckBatch(ids=[done.id, stale.id], tokens=[done.token, stale.token + 1000], durations=[0.01, 0.01],
+                    waits=[0.0, 0.0], keep=False)
     second, refused = await store.reserve(["default"], 5, 30.0, acks=acks)
     assert refused == [stale.id]
     assert len(second) == 1
@@ -157,7 +158,8 @@ async def test_enqueue_on_the_callers_connection_joins_its_transaction(store: St
         await Store.enqueue_many_on(own, json.dumps([json.loads(envelope("rolled-back"))]), None)
     with psycopg.connect(dsn) as sync_conn:
         Store.enqueue_on_sync(sync_conn, envelope("kept"), 0.0)
-        Store.enqueue_many_on_sync(sync_conn, json.dumps([json.loads(envelope("kept"))]), [5.0])
+        # The async door takes a blocking connection too (the statement runs without an await).
+        await Store.enqueue_many_on(sync_conn, json.dumps([json.loads(envelope("kept"))]), [5.0])
         sync_conn.commit()
     counts = {s.queue: s.ready + s.delayed for s in await store.queue_stats()}
     assert counts == {"kept": 2}

@@ -8,10 +8,10 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 
-import psycopg
-from psycopg_pool import PoolClosed, PoolTimeout
+from psycopg_pool import PoolClosed
 
 from pgqueue.store import AckBatch, Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.instruments import Instruments
 
 logger = logging.getLogger("pgqueue.worker")
@@ -112,11 +112,10 @@ class Completer:
 
     # ------------------------------------------------------- sending, by anyone
     def take(self) -> AckBatch:
-        """Hand over the pending acks to send (``[0]`` are the job ids); follow with :meth:`answered`
-        or :meth:`give_back`."""
+        """Hand over the pending acks to send; follow with :meth:`answered` or :meth:`give_back`."""
         if not self._ids:
-            return [], [], [], [], self.keep_completed  # new lists: never the live ones add() appends to
-        batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
+            return AckBatch([], [], [], [], self.keep_completed)  # new lists: never the live ones add() appends to
+        batch = AckBatch(self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
         if not self._marks:  # start marks still waiting keep the next flush due at once
             self._full.clear()
@@ -170,7 +169,7 @@ class Completer:
         while self._ids or self._marks:
             batch = self.take()
             marks = self._take_marks()
-            ids = batch[0]
+            ids = batch.ids
             try:
                 if marks:
                     marked, refused = await self._store.mark_started(
@@ -193,7 +192,7 @@ class Completer:
                 if not self._in_flight:
                     self._idle.set()
                 return
-            except (psycopg.Error, PoolTimeout, OSError) as exc:
+            except DATABASE_ERRORS as exc:
                 self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
                 for job_id, mark in marks.items():

@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import Job, registered_jobs
 from pgqueue.limits import MAX_LEASE_SECONDS, MAX_SQL_INTEGER, MIN_LEASE_SECONDS, queue_name_problem
 from pgqueue.store import Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.depth import DepthSampler
@@ -395,7 +395,7 @@ class Worker:
         """Warn once when a served queue has no job and no failure: often a misspelt name."""
         try:
             known = await self.store.served_queues()
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             logger.debug("pgqueue: could not list the queues in use (%s)", exc)
             return
         unknown = [q for q in self.queues if q not in known]
