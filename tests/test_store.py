@@ -33,6 +33,7 @@ from pgqueue.store import (
     vacuum_jobs,
     vacuum_unlock,
 )
+from pgqueue.worker.completer import Completer
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -98,6 +99,25 @@ async def test_acks_ride_with_a_reservation_and_refused_ones_come_back(store: St
     left = {row[0] for row in conn.execute("select id from pgqueue.jobs").fetchall()}
     assert done.id not in left
     assert stale.id in left
+
+
+async def test_the_completers_pending_acks_include_a_batch_sent_and_not_yet_answered(store: Store) -> None:
+    # Completer.pending (the pgqueue_acks_pending gauge) said "not yet confirmed by the database" but
+    # counted only the acks not yet taken: a batch riding with a reservation was invisible (issue 25).
+    await store.enqueue_many(json.dumps([json.loads(envelope()) for _ in range(2)]), None)
+    reserved, _ = await store.reserve(["default"], 2, 30.0)
+    completer = Completer(store)
+    for reservation in reserved:
+        completer.add(reservation.id, reservation.token)
+    batch = completer.take()
+    assert batch.ids == [r.id for r in reserved] and batch.keep is False
+    assert completer.pending == 2  # taken, not yet answered
+    _, refused = await store.reserve(["default"], 1, 30.0, acks=batch)
+    completer.answered(batch.ids, refused)
+    assert refused == [] and completer.pending == 0 and completer.acked == 2
+    completer.add(reserved[0].id, reserved[0].token)
+    completer.give_back(*completer.take())  # could not be sent: pending again, counted once
+    assert completer.pending == 1
 
 
 async def test_ack_returns_only_the_refused_ids(store: Store) -> None:

@@ -52,7 +52,8 @@ class Completer:
         self._waits: list[float | None] = []
         #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
         self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
-        self._in_flight = 0
+        self._in_flight = 0  # batches taken and not yet answered or given back
+        self._sending = 0  # the acks in those batches
         self._pending = asyncio.Event()
         self._full = asyncio.Event()
         self._idle = asyncio.Event()
@@ -103,8 +104,8 @@ class Completer:
 
     @property
     def pending(self) -> int:
-        """Acks not yet confirmed by the database."""
-        return len(self._ids)
+        """Acks not yet confirmed by the database: waiting to be sent, or sent and not yet answered."""
+        return len(self._ids) + self._sending
 
     async def wait_idle(self) -> None:
         """Wait until every ack added so far has been flushed (or given up on)."""
@@ -121,11 +122,13 @@ class Completer:
             self._full.clear()
             self._pending.clear()
         self._in_flight += 1
+        self._sending += len(batch.ids)
         return batch
 
     def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID]) -> None:
         """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
         self._in_flight -= 1
+        self._sending -= len(ids)
         self.acked += len(ids) - len(refused)
         for job_id in refused:
             self.refused += 1
@@ -141,6 +144,7 @@ class Completer:
                   waits: list[float | None], keep: bool = False) -> None:
         """Acks from :meth:`take` that could not be sent (pass back the whole batch): they are pending again."""
         self._in_flight -= 1
+        self._sending -= len(ids)
         self._ids[:0], self._tokens[:0] = ids, tokens
         self._durations[:0], self._waits[:0] = durations, waits
         if self._ids:
@@ -189,6 +193,7 @@ class Completer:
                 self._pending.clear()
                 if ids:
                     self._in_flight -= 1
+                    self._sending -= len(ids)
                 if not self._in_flight:
                     self._idle.set()
                 return

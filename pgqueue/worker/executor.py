@@ -40,9 +40,9 @@ _OUTCOMES = {"acked": "succeeded", "released": "retried", "snoozed": "snoozed", 
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
 
 
-class Decisions:
-    """What a handler's context calls to carry out its decisions (:class:`pgqueue.context.Decisions`):
-    ``context.ack()`` is an ack through the completer, the others go to the store."""
+class WorkerDecisions:
+    """A worker's :class:`pgqueue.context.Decisions` (the protocol): what a handler's context calls to
+    carry out its decisions. ``context.ack()`` is an ack through the completer, the others go to the store."""
 
     __slots__ = ("_completer", "_store")
 
@@ -95,7 +95,7 @@ class Executor:
         self.cancellations = cancellations
         self._completer = completer
         self._stats = stats
-        self._decisions = Decisions(store, completer)
+        self._decisions = WorkerDecisions(store, completer)
         self.lease_margin = lease_margin
         self.timeout_cap = timeout_cap
         self.scope = scope
