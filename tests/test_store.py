@@ -18,6 +18,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import QueueRetryError, QueueStorageError
 from pgqueue.migrate import revisions
+from pgqueue.resources import query
+from pgqueue.sql import statement
 from pgqueue.store import (
     AckBatch,
     QueueStats,
@@ -263,3 +265,10 @@ def test_pgqueue_revisions_move_between_the_alembic_tables_in_one_transaction(ds
         alembic_user_versions_insert(conn, [head])
         alembic_user_versions_delete(conn, [head])
         assert conn.execute("select version_num from alembic_version").fetchall() == [("app0001",)]
+
+
+def test_tools_outside_the_library_get_a_statement_as_the_store_runs_it() -> None:
+    # pgqueue.sql is the benchmarks' public door (they imported the private pgqueue.resources.query).
+    assert statement("reserve") == query("reserve") and b"pgqueue.reserve(" in statement("reserve")
+    with pytest.raises(FileNotFoundError, match=r"no SQL statement named 'nope'"):
+        statement("nope")
