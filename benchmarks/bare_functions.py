@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgqueue import migrate
-from pgqueue.resources import query
+from pgqueue.sql import statement
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -131,10 +131,10 @@ def explain_at_backlog(admin_dsn: str, backlog: int) -> str:
         conn.autocommit = True
         conn.execute(b"vacuum analyze pgqueue.jobs")
         conn.autocommit = False
-        statement = b"explain (analyze, buffers, costs off, timing off) " + query("explain_reservation")
+        explained = b"explain (analyze, buffers, costs off, timing off) " + statement("explain_reservation")
         now = conn.execute(b"select clock_timestamp()").fetchone()
         assert now is not None
-        plan = conn.execute(statement, {"queue": "default", "priority": 0, "now": now[0], "limit": 50}).fetchall()
+        plan = conn.execute(explained, {"queue": "default", "priority": 0, "now": now[0], "limit": 50}).fetchall()
         conn.rollback()
     return "\n".join(str(row[0]) for row in plan)
 

@@ -23,7 +23,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgqueue import Client, Job, JobContext, load_settings, migrate
-from pgqueue.resources import query
+from pgqueue.sql import statement
 
 
 class SendReceipt(Job):
@@ -138,7 +138,7 @@ async def bench_sql_side(dsn: str, client: Client, total: int, chunk: int) -> No
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         started = time.perf_counter()
         for text in texts:
-            await conn.execute(query("enqueue_many"), (text, None))
+            await conn.execute(statement("enqueue_many"), (text, None))
         elapsed = time.perf_counter() - started
     report(f"sql side only: enqueue_many, chunks of {chunk}", total, elapsed)
 

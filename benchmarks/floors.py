@@ -50,7 +50,7 @@ import psycopg
 from benchmarks.common import ROOT, fresh_database, percentile, sql
 from benchmarks.systems import pgqueue_job
 from pgqueue import Client, migrate
-from pgqueue.resources import query
+from pgqueue.sql import statement
 
 
 @dataclass
@@ -140,18 +140,18 @@ async def commit_and_notify(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
 async def reservation(dsn: str, sizes: FloorSizes) -> dict[str, Any]:
     """One ready job, ``gap`` seconds idle, then its reservation: pgqueue.reserve vs the leanest."""
     statements: dict[str, tuple[str | bytes, tuple[Any, ...] | None]] = {
-        "reserve": (query("reserve"), (["default"], 10, 60.0, 10)),
+        "reserve": (statement("reserve"), (["default"], 10, 60.0, 10)),
         "reserve_lean": (sql("floors_reserve_one"), None),
     }
     times: dict[str, list[float]] = {name: [] for name in statements}
     async with Client(dsn) as client, await psycopg.AsyncConnection.connect(dsn, autocommit=True) as producer, \
             await psycopg.AsyncConnection.connect(dsn, autocommit=True) as worker:
         for i in range(sizes.cold + 5):  # 5 warm-up rounds: the statements get prepared
-            for name, (statement, params) in statements.items():
-                await producer.execute(query("enqueue"), (_encoded(client)[1], 0.0))
+            for name, (timed, params) in statements.items():
+                await producer.execute(statement("enqueue"), (_encoded(client)[1], 0.0))
                 await asyncio.sleep(sizes.gap)
                 started = time.perf_counter()
-                rows = await (await worker.execute(statement, params)).fetchall()
+                rows = await (await worker.execute(timed, params)).fetchall()
                 elapsed = time.perf_counter() - started
                 if len(rows) != 1:
                     raise RuntimeError(f"floors: {name} reserved {len(rows)} jobs, expected 1")
@@ -191,7 +191,7 @@ async def _single(name: str, client: Any, conn: psycopg.AsyncConnection[Any], co
         if name == "insert_bare":
             await conn.execute(sql("floors_insert_one"), (job_id, text))
         elif name == "enqueue_function":
-            await conn.execute(query("enqueue"), (text, 0.0))
+            await conn.execute(statement("enqueue"), (text, 0.0))
         else:
             await client.dispatch(jobs[n])
     return (time.perf_counter() - started) / count
@@ -211,7 +211,7 @@ async def _bulk(name: str, client: Any, conn: psycopg.AsyncConnection[Any], chun
         return encoding
     if name == "enqueue_many_function":
         started = time.perf_counter()
-        await conn.execute(query("enqueue_many"), (encoded.text, None))
+        await conn.execute(statement("enqueue_many"), (encoded.text, None))
         return time.perf_counter() - started
     rows = "".join(f"{job_id}\tdefault\t0\t{_copy_text(envelope)}\t3\n"
                    for job_id, envelope in zip(encoded.ids, json.loads(encoded.text), strict=True))

@@ -20,7 +20,9 @@ class QueuePayloadError(QueueError):
 
 
 class QueueRetryError(QueueError):
-    """A failed job cannot be retried (unknown failure id, deadline passed, job already queued)."""
+    """A job cannot be run again as asked: a failed job cannot be retried (unknown failure id,
+    deadline passed, job already queued), or ``context.snooze()`` would make a job due after its
+    ``retry_until`` deadline (nothing is changed; the handler may still fail or release it)."""
 
 
 class QueueLeaseError(QueueError):

@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-from pgqueue import load_settings, prepare_database
+from pgqueue import load_settings, prepare_database, store
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "pgqueue"
@@ -22,8 +22,10 @@ CLI = ROOT / "cli" / "pgqueue_cli"
 
 # What the CLI (and any other client: the dashboard, user code) may import from pgqueue.
 PUBLIC_MODULES = {"pgqueue", "pgqueue.migrate", "pgqueue.embedded", "pgqueue.errors", "pgqueue.limits",
-                  "pgqueue.dashboard", "pgqueue.metrics", "pgqueue.redaction", "pgqueue.tracing"}
+                  "pgqueue.dashboard", "pgqueue.metrics", "pgqueue.redaction", "pgqueue.tracing", "pgqueue.sql"}
+BENCHMARKS = ROOT / "benchmarks"
 DASHBOARD = LIBRARY / "dashboard"
+STORE = LIBRARY / "store"
 # What the dashboard's web layer may import from pgqueue besides the public API: the typed store.
 DASHBOARD_ALLOWED = PUBLIC_MODULES | {"pgqueue.store"}
 # What a SQL statement looks like in a Python string (the dashboard test looks for them).
@@ -143,17 +145,19 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_only_the_store_runs_named_statements() -> None:
-    allowed = {LIBRARY / "store.py", LIBRARY / "resources.py"}
     offenders = []
     for path in [*LIBRARY.rglob("*.py"), *CLI.rglob("*.py")]:
-        if path in allowed:
+        # pgqueue/sql.py hands the text to tools outside the library (the benchmarks), and runs nothing.
+        if path.is_relative_to(STORE) or path in (LIBRARY / "resources.py", LIBRARY / "sql.py"):
             continue
+        if "pgqueue.sql" in set(imported_modules(path, {"pgqueue.sql"})):
+            offenders.append(f"{path.relative_to(ROOT)} imports pgqueue.sql (a door for tools, not the library)")
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "pgqueue.resources" \
                     and any(alias.name == "query" for alias in node.names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert not offenders, f"modules outside pgqueue/store.py import query(): {offenders}"
+    assert not offenders, f"modules outside pgqueue/store/ import query(): {offenders}"
 
 
 def test_the_cli_imports_only_the_public_api() -> None:
@@ -280,3 +284,55 @@ def test_the_worker_module_is_lifecycle_only() -> None:
     assert len(worker.read_text(encoding="utf-8").splitlines()) <= 320
     assert _function_lines(worker, "Worker.__init__") <= 60
     assert _function_lines(LIBRARY / "worker" / "executor.py", "Executor._attempt") <= 60
+
+
+# The store by domain (issue 25): its modules, what each is for, and the names callers import from
+# the package. A module over the bar is a sign that a domain needs splitting again.
+STORE_MODULES = {"__init__", "pooled", "errors", "sessions", "dispatch", "schedules", "reservation", "failed",
+                 "control", "maintenance", "history", "dashboard", "migrations", "testing"}
+STORE_MODULE_LINES = 400
+STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
+               "ScheduleRow", "QueueStats", "QueueControl", "CancelOutcome", "TableStatistics", "JobStatsRow",
+               "Throughput", "ThroughputBucket", "QueueCounts", "ScannedPage", "Listener", "record_failure_on",
+               "queue_stats_on", "try_vacuum_lock", "vacuum_jobs", "vacuum_unlock", "begin_transaction",
+               "begin_transaction_sync", "ack_in_transaction", "ack_in_transaction_sync", "listen",
+               "listen_cancel", "alembic_own_versions", "alembic_own_versions_drop", "alembic_user_versions",
+               "alembic_user_versions_delete", "alembic_user_versions_insert", "pgqueue_schema_exists",
+               "DispatchedJob", "dispatched_jobs_on_sync"}
+
+
+def test_the_store_is_a_package_of_small_domain_modules() -> None:
+    assert not (LIBRARY / "store.py").exists() and not (LIBRARY / "storage.py").exists()
+    modules = {p.stem: p for p in STORE.glob("*.py")}
+    assert set(modules) == STORE_MODULES, "a store module was added or removed: name it in STORE_MODULES " \
+                                          "and in README's Code layout"
+    long = {name: n for name, p in modules.items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > STORE_MODULE_LINES}
+    assert not long, f"store modules over {STORE_MODULE_LINES} lines: {long}"
+    assert not list(STORE.glob("*/")), "the store has no subpackages"
+
+
+def test_the_store_package_exports_what_callers_import() -> None:
+
+    assert set(store.__all__) == STORE_NAMES
+    assert all(hasattr(store, name) for name in STORE_NAMES)
+    # Store is composed of one class per domain, each defined in its own module.
+    domains = {base.__module__ for base in store.Store.__mro__[1:] if base.__module__.startswith("pgqueue.store.")}
+    assert domains == {f"pgqueue.store.{m}" for m in ("dispatch", "schedules", "reservation", "failed", "control",
+                                                       "maintenance", "history", "dashboard", "testing",
+                                                       "pooled")}
+
+
+def test_every_store_module_is_described_in_the_readme() -> None:
+    layout = (ROOT / "README.md").read_text(encoding="utf-8").split("## Code layout", 1)[1].split("\n## ", 1)[0]
+    missing = [m for m in STORE_MODULES - {"__init__"} if f"`{m}.py`" not in layout]
+    assert not missing, f"README's Code layout does not say what these store modules hold: {missing}"
+
+
+def test_the_benchmarks_import_only_the_public_api() -> None:
+    offenders = []
+    for path in BENCHMARKS.rglob("*.py"):
+        for target in imported_modules(path, PUBLIC_MODULES):
+            if target not in PUBLIC_MODULES:
+                offenders.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not offenders, f"the benchmarks import private pgqueue modules: {offenders}"

@@ -65,7 +65,7 @@ class SnoozePastDeadline(Job):
         try:
             await context.snooze(3600)
         except QueueRetryError as exc:
-            SEEN.setdefault(self.key, []).append({"refused": str(exc)})
+            SEEN.setdefault(self.key, []).append({"refused": str(exc), "type": type(exc)})
             await context.ack()
 
 
@@ -104,4 +104,7 @@ async def test_a_snooze_past_the_deadline_is_refused_and_changes_nothing(client:
     await run_worker(client, schedules=False)
     [outcome] = SEEN["deadline"]
     assert "would be due after its retry_until deadline; nothing was changed" in outcome["refused"]
+    # The error its docstring promises for this case (issue 25: it said "a failed job" only).
+    assert outcome["type"] is QueueRetryError
+    assert "snooze()" in (QueueRetryError.__doc__ or "") and "retry_until" in (QueueRetryError.__doc__ or "")
     assert await rows(dsn, "select * from pgqueue.jobs") == []  # the handler's delete still worked

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, Job, JobContext, QueueStorageError
-from pgqueue.storage import translate
+from pgqueue.store.errors import DATABASE_ERRORS, classify, translate
 from tests.api_support import client
 from tests.worker_support import finish, scalar, wait_until
 
@@ -131,3 +131,22 @@ async def test_an_unreachable_server_still_says_so() -> None:
     translated = translate(error, "dispatching a job")
     assert isinstance(translated, QueueStorageError)
     assert "could not be reached or the connection broke" in str(translated) and translated.sqlstate is None
+
+
+async def test_a_worker_tells_transient_refused_and_configuration_faults_apart(dsn: str) -> None:
+    # What the fetcher does after a failed reservation (issue 25: the SQLSTATE classification moved
+    # out of the fetcher): wait and retry, log and retry, or stop with the translated error.
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        refused = await raised(conn.execute("select 1 / 0"))  # a data-dependent refusal (22012)
+        undefined = await raised(conn.execute("select pgqueue_no_such_function()"))  # 42883
+        no_schema = await raised(conn.execute("create table pgqueue_no_such_schema.t (n int)"))  # 3F000
+    unreachable = await raised(psycopg.AsyncConnection.connect("postgresql://postgres@127.0.0.1:1/postgres",
+                                                               connect_timeout=5))
+    assert no_schema.sqlstate == "3F000", no_schema.sqlstate
+    assert classify(unreachable) == "transient"
+    assert classify(refused) == "refused"
+    assert classify(undefined) == "configuration" and classify(no_schema) == "configuration"
+    assert classify(ValueError("not a database error")) == "other"
+    # The errors a worker survives around one statement: the database's, the pool's, the socket's.
+    assert all(isinstance(e, DATABASE_ERRORS) for e in (refused, unreachable, OSError("reset")))
+    assert not isinstance(ValueError(), DATABASE_ERRORS)

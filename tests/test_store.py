@@ -18,6 +18,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import QueueRetryError, QueueStorageError
 from pgqueue.migrate import revisions
+from pgqueue.resources import query
+from pgqueue.sql import statement
 from pgqueue.store import (
     AckBatch,
     QueueStats,
@@ -33,6 +35,7 @@ from pgqueue.store import (
     vacuum_jobs,
     vacuum_unlock,
 )
+from pgqueue.worker.completer import Completer
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -90,13 +93,33 @@ async def test_acks_ride_with_a_reservation_and_refused_ones_come_back(store: St
     assert len(first) == 2
     done, stale = first
     # The stale holder's token no longer matches: its ack must be refused, the other accepted.
-    acks: AckBatch = ([done.id, stale.id], [done.token, stale.token + 1000], [0.01, 0.01], [0.0, 0.0], False)
+    acks = AckBatch(ids=[done.id, stale.id], tokens=[done.token, stale.token + 1000], durations=[0.01, 0.01],
+                    waits=[0.0, 0.0], keep=False)
     second, refused = await store.reserve(["default"], 5, 30.0, acks=acks)
     assert refused == [stale.id]
     assert len(second) == 1
     left = {row[0] for row in conn.execute("select id from pgqueue.jobs").fetchall()}
     assert done.id not in left
     assert stale.id in left
+
+
+async def test_the_completers_pending_acks_include_a_batch_sent_and_not_yet_answered(store: Store) -> None:
+    # Completer.pending (the pgqueue_acks_pending gauge) said "not yet confirmed by the database" but
+    # counted only the acks not yet taken: a batch riding with a reservation was invisible (issue 25).
+    await store.enqueue_many(json.dumps([json.loads(envelope()) for _ in range(2)]), None)
+    reserved, _ = await store.reserve(["default"], 2, 30.0)
+    completer = Completer(store)
+    for reservation in reserved:
+        completer.add(reservation.id, reservation.token)
+    batch = completer.take()
+    assert batch.ids == [r.id for r in reserved] and batch.keep is False
+    assert completer.pending == 2  # taken, not yet answered
+    _, refused = await store.reserve(["default"], 1, 30.0, acks=batch)
+    completer.answered(batch.ids, refused)
+    assert refused == [] and completer.pending == 0 and completer.acked == 2
+    completer.add(reserved[0].id, reserved[0].token)
+    completer.give_back(*completer.take())  # could not be sent: pending again, counted once
+    assert completer.pending == 1
 
 
 async def test_ack_returns_only_the_refused_ids(store: Store) -> None:
@@ -157,7 +180,8 @@ async def test_enqueue_on_the_callers_connection_joins_its_transaction(store: St
         await Store.enqueue_many_on(own, json.dumps([json.loads(envelope("rolled-back"))]), None)
     with psycopg.connect(dsn) as sync_conn:
         Store.enqueue_on_sync(sync_conn, envelope("kept"), 0.0)
-        Store.enqueue_many_on_sync(sync_conn, json.dumps([json.loads(envelope("kept"))]), [5.0])
+        # The async door takes a blocking connection too (the statement runs without an await).
+        await Store.enqueue_many_on(sync_conn, json.dumps([json.loads(envelope("kept"))]), [5.0])
         sync_conn.commit()
     counts = {s.queue: s.ready + s.delayed for s in await store.queue_stats()}
     assert counts == {"kept": 2}
@@ -241,3 +265,10 @@ def test_pgqueue_revisions_move_between_the_alembic_tables_in_one_transaction(ds
         alembic_user_versions_insert(conn, [head])
         alembic_user_versions_delete(conn, [head])
         assert conn.execute("select version_num from alembic_version").fetchall() == [("app0001",)]
+
+
+def test_tools_outside_the_library_get_a_statement_as_the_store_runs_it() -> None:
+    # pgqueue.sql is the benchmarks' public door (they imported the private pgqueue.resources.query).
+    assert statement("reserve") == query("reserve") and b"pgqueue.reserve(" in statement("reserve")
+    with pytest.raises(FileNotFoundError, match=r"no SQL statement named 'nope'"):
+        statement("nope")

@@ -8,10 +8,10 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-import psycopg
-from psycopg_pool import PoolClosed, PoolTimeout
+from psycopg_pool import PoolClosed
 
 from pgqueue.store import AckBatch, Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.instruments import Instruments
 from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
 
@@ -57,7 +57,8 @@ class Completer:
         self._ended: dict[uuid.UUID, Ended] = {}
         #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
         self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
-        self._in_flight = 0
+        self._in_flight = 0  # batches taken and not yet answered or given back
+        self._sending = 0  # the acks in those batches
         self._pending = asyncio.Event()
         self._full = asyncio.Event()
         self._idle = asyncio.Event()
@@ -112,8 +113,8 @@ class Completer:
 
     @property
     def pending(self) -> int:
-        """Acks not yet confirmed by the database."""
-        return len(self._ids)
+        """Acks not yet confirmed by the database: waiting to be sent, or sent and not yet answered."""
+        return len(self._ids) + self._sending
 
     async def wait_idle(self) -> None:
         """Wait until every ack added so far has been flushed (or given up on)."""
@@ -121,21 +122,22 @@ class Completer:
 
     # ------------------------------------------------------- sending, by anyone
     def take(self) -> AckBatch:
-        """Hand over the pending acks to send (``[0]`` are the job ids); follow with :meth:`answered`
-        or :meth:`give_back`."""
+        """Hand over the pending acks to send; follow with :meth:`answered` or :meth:`give_back`."""
         if not self._ids:
-            return [], [], [], [], self.keep_completed  # new lists: never the live ones add() appends to
-        batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
+            return AckBatch([], [], [], [], self.keep_completed)  # new lists: never the live ones add() appends to
+        batch = AckBatch(self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
         if not self._marks:  # start marks still waiting keep the next flush due at once
             self._full.clear()
             self._pending.clear()
         self._in_flight += 1
+        self._sending += len(batch.ids)
         return batch
 
     def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID]) -> None:
         """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
         self._in_flight -= 1
+        self._sending -= len(ids)
         self.acked += len(ids) - len(refused)
         self.refused += len(refused)
         ended = self._ended
@@ -162,6 +164,7 @@ class Completer:
                   waits: list[float | None], keep: bool = False) -> None:
         """Acks from :meth:`take` that could not be sent (pass back the whole batch): they are pending again."""
         self._in_flight -= 1
+        self._sending -= len(ids)
         self._ids[:0], self._tokens[:0] = ids, tokens
         self._durations[:0], self._waits[:0] = durations, waits
         if self._ids:
@@ -190,7 +193,7 @@ class Completer:
         while self._ids or self._marks:
             batch = self.take()
             marks = self._take_marks()
-            ids = batch[0]
+            ids = batch.ids
             try:
                 if marks:
                     marked, refused = await self._store.mark_started(
@@ -211,10 +214,11 @@ class Completer:
                 self._pending.clear()
                 if ids:
                     self._in_flight -= 1
+                    self._sending -= len(ids)
                 if not self._in_flight:
                     self._idle.set()
                 return
-            except (psycopg.Error, PoolTimeout, OSError) as exc:
+            except DATABASE_ERRORS as exc:
                 self._instruments.transient_error()
                 logger.warning("pgqueue: acknowledging %d jobs failed (%s); retrying in %.2fs", len(ids), exc, delay)
                 for job_id, mark in marks.items():

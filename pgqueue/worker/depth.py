@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from pgqueue.storage import is_transient
 from pgqueue.store import queue_stats_on, try_vacuum_lock
+from pgqueue.store.errors import is_transient
 from pgqueue.worker.instruments import DEPTH_STATES, OTHER, Recorder
 
 logger = logging.getLogger("pgqueue.worker")

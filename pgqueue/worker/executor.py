@@ -13,15 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import psycopg
-from psycopg_pool import PoolTimeout
-
 from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe, failure_message, stored_text
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
 from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.redaction import log_fields
 from pgqueue.store import Reservation, Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import consumer_span, record_failure
 from pgqueue.worker.cancellation import Cancellations
@@ -36,9 +34,9 @@ logger = logging.getLogger("pgqueue.worker")
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
 
 
-class Decisions:
-    """What a handler's context calls to carry out its decisions (:class:`pgqueue.context.Decisions`):
-    ``context.ack()`` is an ack through the completer, the others go to the store."""
+class WorkerDecisions:
+    """A worker's :class:`pgqueue.context.Decisions` (the protocol): what a handler's context calls to
+    carry out its decisions. ``context.ack()`` is an ack through the completer, the others go to the store."""
 
     __slots__ = ("_completer", "_store")
 
@@ -95,7 +93,7 @@ class Executor:
         self.cancellations = cancellations
         self._completer = completer
         self._outcomes = outcomes
-        self._decisions = Decisions(store, completer)
+        self._decisions = WorkerDecisions(store, completer)
         self.lease_margin = lease_margin
         self.timeout_cap = timeout_cap
         self.scope = scope
@@ -333,7 +331,7 @@ class Executor:
                 context.claim_decision("released")
                 try:
                     accepted = await self._store.release(context.id, context.token, delay, duration, wait)
-                except (psycopg.Error, PoolTimeout, OSError) as exc:
+                except DATABASE_ERRORS as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
                                  "when its lease expires", context.id, exc, extra=context.log_fields())
                     return None
@@ -374,7 +372,7 @@ class Executor:
         try:
             accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason, duration,
                                               wait)
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc, extra=fields)
             return None
@@ -396,7 +394,7 @@ class Executor:
             # Shielded: the task is being cancelled; the give-back must still reach the database.
             accepted = await asyncio.shield(self._store.release_interrupted(context.id, context.token, duration,
                                                                             wait))
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             logger.warning("pgqueue: job %s (%s) attempt %d was interrupted by the worker's stop, and giving it "
                            "back failed (%s); it runs again when its lease expires, the attempt counted",
                            context.id, envelope.name, context.attempts, exc, extra=context.log_fields())
@@ -414,7 +412,7 @@ class Executor:
     async def _release_unstarted(self, job_id: uuid.UUID, token: int) -> None:
         try:
             await self._store.release_unstarted([job_id], [token])
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             logger.warning("pgqueue: could not hand back unstarted job %s (%s); it returns when its lease "
                            "expires", job_id, exc)
 

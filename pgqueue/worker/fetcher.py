@@ -11,8 +11,8 @@ import uuid
 
 import psycopg
 
-from pgqueue.storage import is_transient, translate
 from pgqueue.store import Reservation, Store
+from pgqueue.store.errors import classify, is_transient, translate
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
 from pgqueue.worker.heartbeat import Heartbeat
@@ -178,16 +178,17 @@ class Fetcher:
                 try:
                     reservations = await self._reserve_shielded(room)
                 except Exception as exc:
-                    if is_transient(exc):
+                    fault = classify(exc)
+                    if fault == "transient":
                         self._instruments.transient_error()
                         logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
-                    elif isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] not in ("42", "3F"):
+                    elif fault == "refused":
                         # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
                         # expired final attempt) must not kill the worker: keep trying with backoff.
                         logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
                                      type(exc).__name__, exc, backoff)
-                    elif isinstance(exc, psycopg.Error):
-                        # Not migrated, no privilege (SQLSTATE 42xxx/3Fxxx): configuration, not a passing fault.
+                    elif fault == "configuration" and isinstance(exc, psycopg.Error):
+                        # Not migrated, no privilege: configuration, not a passing fault.
                         raise translate(exc, "reserving jobs") from exc
                     else:
                         raise

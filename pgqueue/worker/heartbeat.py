@@ -8,10 +8,8 @@ import time
 import uuid
 from typing import Any, Protocol
 
-import psycopg
-from psycopg_pool import PoolTimeout
-
 from pgqueue.store import Store
+from pgqueue.store.errors import DATABASE_ERRORS
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -97,7 +95,7 @@ class Heartbeat:
         sent = time.monotonic()
         try:
             rows = await self._store.heartbeat([c.id for c in contexts], [c.token for c in contexts], self.lease)
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             self.failures += 1
             logger.warning("pgqueue: renewing the leases of %d running handlers failed (%s); a handler whose "
                            "lease cannot be renewed is stopped before its lease ends", len(contexts), exc)

@@ -24,8 +24,8 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from pgqueue.errors import QueueConfigurationError, QueueStorageError
-from pgqueue.storage import NOT_MIGRATED, is_transient
 from pgqueue.store import Store, TableStatistics, try_vacuum_lock, vacuum_jobs, vacuum_unlock
+from pgqueue.store.errors import NOT_MIGRATED, is_transient
 
 logger = logging.getLogger("pgqueue.worker")
 

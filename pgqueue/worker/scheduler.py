@@ -30,8 +30,8 @@ from pgqueue.envelope import Envelope, dumps_json
 from pgqueue.errors import QueueError
 from pgqueue.jobs import Job
 from pgqueue.schedules import Schedule, schedule_of
-from pgqueue.storage import is_transient
 from pgqueue.store import ScheduleState, Store
+from pgqueue.store.errors import is_transient
 
 __all__ = ["Registration", "Scheduler", "declared_schedules", "registration"]
 

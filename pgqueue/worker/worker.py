@@ -15,13 +15,13 @@ import signal
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.config import ConnectionConfig
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import Job, registered_jobs
 from pgqueue.store import Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.depth import DepthSampler
@@ -236,7 +236,7 @@ class Worker:
         """Warn once when a served queue has no job, no failure and no job type declaring it: often a misspelt name."""
         try:
             known = await self.store.served_queues()
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             logger.debug("pgqueue: could not list the queues in use (%s)", exc)
             return
         # A queue named by the connection or by a registered job type is where jobs are meant to

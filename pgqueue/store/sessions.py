@@ -1,9 +1,11 @@
-"""Finding the psycopg connection behind what a caller dispatches with (its transaction, as it is).
+"""A caller's session: the psycopg connection behind what a caller dispatches with, unwrapped.
 
-Accepted: psycopg 3 ``AsyncConnection`` and ``Connection``, and SQLAlchemy ``Session``,
-``Connection``, ``AsyncSession`` and ``AsyncConnection`` on the psycopg driver. The job is
-written with the caller's connection as it is (no commit, no savepoint), so it commits or
-rolls back with the caller's business data.
+A *session* is the database session a caller passes to run pgqueue's statements in its own
+transaction (the Glossary's word; a *connection* is a named configuration). Accepted: psycopg 3
+``AsyncConnection`` and ``Connection``, and SQLAlchemy ``Session``, ``Connection``,
+``AsyncSession`` and ``AsyncConnection`` on the psycopg driver. The job is written in the
+caller's session as it is (no commit, no savepoint), so it commits or rolls back with the
+caller's business data.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _driver_of(dbapi_connection: Any) -> Any:
     return driver
 
 
-async def async_driver_connection(conn: Any) -> psycopg.AsyncConnection[Any] | psycopg.Connection[Any]:
+async def unwrap_session(conn: Any) -> psycopg.AsyncConnection[Any] | psycopg.Connection[Any]:
     """The psycopg connection behind what the caller passed (same session, same transaction)."""
     if isinstance(conn, psycopg.AsyncConnection | psycopg.Connection):
         return conn
@@ -44,7 +46,7 @@ async def async_driver_connection(conn: Any) -> psycopg.AsyncConnection[Any] | p
         raw = await conn.get_raw_connection()
         return _driver_of(raw)  # type: ignore[no-any-return]
     if kind in ("Session", "Connection"):
-        return sync_driver_connection(conn)
+        return unwrap_session_sync(conn)
     raise QueueConfigurationError(
         f"cannot dispatch with a {type(conn).__module__}.{type(conn).__name__}: pass a psycopg "
         "(Async)Connection or a SQLAlchemy (Async)Session/(Async)Connection, or no connection at all"
@@ -56,7 +58,7 @@ def _is_django_connection(conn: Any) -> bool:
     return type(conn).__module__.startswith("django.") and hasattr(conn, "ensure_connection")
 
 
-def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
+def unwrap_session_sync(conn: Any) -> psycopg.Connection[Any]:
     """The psycopg connection behind a synchronous connection or session."""
     if isinstance(conn, psycopg.Connection):
         return conn
@@ -66,7 +68,7 @@ def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
             raise QueueConfigurationError(
                 f"cannot dispatch on Django's {conn.alias!r} database: it is {conn.vendor!r}, not PostgreSQL")
         conn.ensure_connection()
-        return sync_driver_connection(conn.connection)
+        return unwrap_session_sync(conn.connection)
     if conn is None:
         raise QueueConfigurationError(
             "cannot dispatch synchronously with None: pass a psycopg Connection or a SQLAlchemy "

@@ -1,19 +1,26 @@
 """What a database error means: the pgqueue error it becomes, and whether it is worth retrying.
 
 Owned by the store (:mod:`pgqueue.store`), which runs every statement; the worker asks
-:func:`is_transient` to decide whether to keep going after a database error.
+:func:`is_transient` (or :func:`classify`) to decide whether to keep going after a database
+error, and catches :data:`DATABASE_ERRORS` around a statement whose failure it survives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from pgqueue.errors import QueueError, QueueRetryError, QueueStorageError
+
+#: What a statement on a pooled connection can raise when the database, the pool or the network
+#: fails it (PoolTimeout: no connection in time; OSError: the socket). The worker catches these
+#: around a statement it survives (a lost ack, a failed lease renewal) and lets the rest through.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.Error, PoolTimeout, OSError)
 
 # `heads`, plural: with pgqueue's revisions as a branch of your alembic tree, `alembic upgrade head`
 # stops with "Multiple head revisions are present"; in pgqueue's own tree `heads` is its one head.
@@ -112,3 +119,24 @@ def is_transient(error: BaseException) -> bool:
         state = error.sqlstate or ""
         return state[:2] in _TRANSIENT_CLASSES
     return False
+
+
+#: What a worker does after a database error (:func:`classify`): ``transient``, retry after a pause;
+#: ``refused``, the database refused this statement for its data (a trigger, a full disk refusing a
+#: failure record): log it and keep trying with backoff; ``configuration``, the schema is missing or
+#: a privilege is (SQLSTATE classes 42, 3F): raise :func:`translate`'s error, nothing will change by
+#: waiting; ``other``: not a database error, let it through.
+Fault = Literal["transient", "refused", "configuration", "other"]
+
+# SQLSTATE classes of a configuration fault: syntax error or access rule violation (42: an undefined
+# function or table, no privilege), invalid schema name (3F).
+_CONFIGURATION_CLASSES = ("42", "3F")
+
+
+def classify(error: BaseException) -> Fault:
+    """What kind of fault ``error`` is for a worker that keeps going (see :data:`Fault`)."""
+    if is_transient(error):
+        return "transient"
+    if not isinstance(error, psycopg.Error):
+        return "other"
+    return "configuration" if (error.sqlstate or "")[:2] in _CONFIGURATION_CLASSES else "refused"

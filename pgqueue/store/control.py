@@ -1,0 +1,118 @@
+"""Control and status: what operators do to queues (clear, cancel, pause, resume, limits) and
+read about them (counts, controls, listening workers, whether the schema is there)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+
+from pgqueue.errors import QueueStorageError
+from pgqueue.resources import query
+from pgqueue.store.errors import NOT_MIGRATED, storage_errors
+from pgqueue.store.pooled import Pooled
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
+
+    queue: str
+    ready: int
+    delayed: int
+    reserved: int
+    expired: int
+    failed: int
+    oldest_ready_age: float | None
+
+
+#: What ``pgqueue.cancel`` did: removed a waiting job, removed a reserved one (its worker is
+#: told to stop the handler), or nothing, because the job was already cancelled, already
+#: failed, or is unknown (never dispatched, or finished: acked jobs leave no row).
+CancelOutcome = Literal["cancelled", "cancelled_running", "already_cancelled", "already_failed", "not_found"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueControl:
+    """What an operator set on a queue (a row of ``pgqueue.queues``).
+
+    ``concurrency``: at most this many jobs of the queue reserved at once, across all workers;
+    ``rate_limit`` per ``rate_period`` seconds: at most that many reservations. None: no limit.
+    ``burst``: the rate's token bucket capacity, the most reservations granted at once; None:
+    the default, ``rate_limit`` (the rate per period).
+    """
+
+    queue: str
+    paused: bool
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period: float | None
+    burst: int | None = None
+
+
+async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]:
+    """Per-queue counts from the ``pgqueue.queue_stats`` view, on ``conn`` (the metrics' depth sampler)."""
+    cur = await conn.execute(query("queue_stats"))
+    return [QueueStats(*row) for row in await cur.fetchall()]
+
+
+class ControlStatements(Pooled):
+    """Queue controls and status, for people: errors are translated."""
+
+    __slots__ = ()
+
+    async def queue_stats(self) -> list[QueueStats]:
+        """Per-queue counts from the ``pgqueue.queue_stats`` view, by queue name."""
+        with storage_errors("reading queue statistics"):
+            async with self._pool.connection() as conn:
+                return await queue_stats_on(conn)
+
+    async def clear(self, queue: str) -> int:
+        """Remove the ready, delayed and reserved jobs of a queue; returns how many."""
+        with storage_errors("clearing a queue"):
+            return int(await self._value("clear", (queue,)) or 0)
+
+    async def cancel(self, job_id: uuid.UUID) -> CancelOutcome:
+        """Cancel a job into failed_jobs (reason ``cancelled``); see :data:`CancelOutcome`."""
+        with storage_errors("cancelling a job"):
+            outcome: CancelOutcome = await self._value("cancel", (job_id,))
+        return outcome
+
+    async def pause(self, queue: str) -> bool:
+        """Stop every worker reserving from ``queue``; False if it was already paused."""
+        with storage_errors(f"pausing queue {queue!r}"):
+            return bool(await self._value("pause", (queue,)))
+
+    async def resume(self, queue: str) -> bool:
+        """Let workers reserve from a paused ``queue`` again; False if it was not paused."""
+        with storage_errors(f"resuming queue {queue!r}"):
+            return bool(await self._value("resume", (queue,)))
+
+    async def set_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,
+                         rate_period: float | None, burst: int | None = None) -> None:
+        """Set (None: clear) the global concurrency and rate limits of ``queue`` and the rate's
+        burst (None: the rate per period)."""
+        with storage_errors(f"setting the limits of queue {queue!r}"):
+            await self._run("set_limits", (queue, concurrency, rate_limit, rate_period, burst))
+
+    async def queue_controls(self) -> list[QueueControl]:
+        """Every queue's controls (paused, limits), by queue name; queues never controlled are absent."""
+        with storage_errors("reading the queue controls"):
+            return [QueueControl(*row) for row in await self._rows("queue_controls")]
+
+    async def listening_workers(self) -> int:
+        """How many other sessions of this database LISTEN on pgqueue's channels (running workers)."""
+        with storage_errors("counting listening workers"):
+            return int(await self._value("listening_workers") or 0)
+
+    async def schema_present(self) -> bool:
+        """Whether the database has pgqueue's schema at a version this library can use."""
+        with storage_errors("checking the pgqueue schema"):
+            return bool(await self._value("schema_check"))
+
+    async def check_schema(self) -> None:
+        """Raise :class:`~pgqueue.QueueStorageError` saying "run pgqueue migrate" if the schema is missing."""
+        if not await self.schema_present():
+            raise QueueStorageError(NOT_MIGRATED)
