@@ -152,11 +152,12 @@ class ThroughputBucket:
     succeeded: int
     failed: int
     retried: int
+    cancelled: int = 0
 
     @property
     def total(self) -> int:
-        """Every outcome of the bucket (succeeded + failed + retried)."""
-        return self.succeeded + self.failed + self.retried
+        """Every outcome of the bucket (succeeded + failed + retried + cancelled)."""
+        return self.succeeded + self.failed + self.retried + self.cancelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -821,7 +822,7 @@ class Store:
                 cur = await conn.execute(query("job_stats_buckets"),
                                          {"span": span, "bucket": bucket, "queue": queue})
                 rows = await cur.fetchall()
-        return [ThroughputBucket(r[0], bucket, int(r[1]), int(r[2]), int(r[3])) for r in rows]
+        return [ThroughputBucket(r[0], bucket, int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
     # -------------------------------------------------------------- dashboard
     # Reads for pgqueue.dashboard: each bounded (capped counts, keyset pages over a bounded scan),
@@ -919,6 +920,24 @@ class Store:
                 cur = await conn.execute(query("dashboard_workers"))
                 rows = await cur.fetchall()
         return [Listener(*row) for row in rows]
+
+    # --- issue 29: the operator's view ---
+    async def table_pages(self) -> dict[str, int]:
+        """The size in pages of ``jobs`` and ``failed_jobs`` (what an exact count of either reads)."""
+        with storage_errors("reading table sizes"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("dashboard_table_pages"))
+                rows = await cur.fetchall()
+        pages = {"jobs": 0, "failed_jobs": 0}
+        pages.update({str(name): int(n) for name, n in rows})
+        return pages
+
+    async def history_queues(self, minutes: int) -> list[str]:
+        """The queues with outcomes in ``job_stats`` in the last ``minutes`` minutes, by name."""
+        with storage_errors("listing the queues with history"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("dashboard_history_queues"), {"minutes": minutes})
+                return [str(row[0]) for row in await cur.fetchall()]
 
 
 # Statements that must run on a dedicated session (a session advisory lock, VACUUM outside a

@@ -130,12 +130,19 @@ def test_a_count_above_the_cap_is_an_estimate_and_says_so(dsn: str, page: Any) -
     with served(dsn) as server:
         page.goto(server.url + "/")
         ready = page.locator("tr[data-queue=webhooks] [data-col=ready]")
-        # The table is smaller than the sample, so the "estimate" read all of it: exact, and marked.
-        assert ready.inner_text() == "≈ 2,400"
-        assert "estimated from a random sample" in (ready.get_attribute("title") or "")
-        assert page.locator("tr[data-queue=webhooks] [data-col=delayed]").inner_text() == "≈ 650"
+        # Issue 29: the table is small enough to read whole, so the count past the cap is exact, not "≈".
+        assert ready.inner_text() == "2,400"
+        assert "counted exactly" in (ready.get_attribute("title") or "")
+        assert page.locator("tr[data-queue=webhooks] [data-col=delayed]").inner_text() == "650"
         assert page.locator("tr[data-queue=emails] [data-col=ready]").inner_text() == "3"
         page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
+    # Past the exact bound (here: none), the count is estimated from a sample, and says so.
+    with served(dsn, exact_pages=0, sample_pages=5) as server:
+        page.goto(server.url + "/")
+        ready = page.locator("tr[data-queue=webhooks] [data-col=ready]")
+        assert ready.inner_text().startswith("≈ ")
+        assert "estimated from a random sample" in (ready.get_attribute("title") or "")
+        assert page.locator("tr[data-queue=emails] [data-col=ready]").inner_text() == "3"
 
 
 def test_failed_jobs_filter_detail_retry_and_forget(dsn: str, page: Any) -> None:
@@ -424,3 +431,39 @@ def test_read_only_hides_the_new_actions(dsn: str, page: Any) -> None:
             assert page.locator("button:text('Cancel'), button:text('Pause'), button:text('Set limits')").count() == 0
         page.goto(server.url + "/queues")
         assert page.locator("tr[data-queue=emails] [data-col=concurrency]").inner_text() == "no limit"
+
+
+# --- issue 29: the operator's view ---
+PAGES = ("/", "/queues", "/failed", "/jobs", "/schedules", "/workers")
+
+
+def test_every_page_fits_a_phone_and_the_header_stays_readable(dsn: str, page: Any) -> None:
+    # Issue 29: at 390 px the pages were 825-1,197 px wide and the nav items and database name
+    # overflowed the dark header, light grey on white.
+    made = seed(dsn)
+    page.set_viewport_size({"width": 360, "height": 740})
+    with served(dsn) as server:
+        for path in (*PAGES, f"/failed/{made.failures[0]}", f"/jobs/{made.reserved}"):
+            page.goto(server.url + path)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 360, (path, width)
+            header = page.locator("header.top").bounding_box()
+            for item in page.locator("header.top nav a, header.top .where").all():
+                box = item.bounding_box()
+                assert box["x"] >= header["x"] and box["x"] + box["width"] <= header["x"] + header["width"] + 0.5
+                assert box["y"] >= header["y"] and box["y"] + box["height"] <= header["y"] + header["height"] + 0.5
+        page.goto(server.url + "/")
+        page.screenshot(path=str(DOCS / "dashboard-phone.png"), full_page=True)
+
+
+def test_the_dark_scheme_follows_the_system(dsn: str, page: Any) -> None:
+    seed(dsn)
+    with served(dsn) as server:
+        page.emulate_media(color_scheme="dark")
+        page.goto(server.url + "/")
+        background = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+        text = page.evaluate("getComputedStyle(document.querySelector('main')).color")
+        assert background == "rgb(17, 22, 28)" and text == "rgb(227, 232, 238)"
+        page.screenshot(path=str(DOCS / "dashboard-dark.png"), full_page=True)
+        page.emulate_media(color_scheme="light")
+        assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(255, 255, 255)"

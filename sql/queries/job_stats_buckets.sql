@@ -6,7 +6,8 @@ with counted as (
     select floor(extract(epoch from s.minute - (date_trunc('minute', now()) + interval '1 minute'
                                                  - make_interval(mins => %(span)s::integer)))
                  / (60 * %(bucket)s::integer))::integer as i,
-           sum(s.succeeded) as succeeded, sum(s.failed) as failed, sum(s.retried) as retried
+           sum(s.succeeded) as succeeded, sum(s.failed) as failed, sum(s.retried) as retried,
+           sum(s.cancelled) as cancelled
     from pgqueue.job_stats s
     where s.minute >= date_trunc('minute', now()) + interval '1 minute' - make_interval(mins => %(span)s::integer)
       and s.minute < date_trunc('minute', now()) + interval '1 minute'
@@ -15,7 +16,8 @@ with counted as (
 )
 select date_trunc('minute', now()) + interval '1 minute'
          - make_interval(mins => %(span)s::integer) + make_interval(mins => g.i * %(bucket)s::integer),
-       coalesce(c.succeeded, 0)::bigint, coalesce(c.failed, 0)::bigint, coalesce(c.retried, 0)::bigint
+       coalesce(c.succeeded, 0)::bigint, coalesce(c.failed, 0)::bigint, coalesce(c.retried, 0)::bigint,
+       coalesce(c.cancelled, 0)::bigint
 from generate_series(0, %(span)s::integer / %(bucket)s::integer - 1) as g(i)
 left join counted c on c.i = g.i
 order by g.i

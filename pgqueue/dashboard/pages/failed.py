@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueError, QueueRetryError
 from pgqueue.dashboard.core import Dashboard, NavItem, text_filters
+from pgqueue.dashboard.counting import count_queues
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
 
@@ -101,10 +102,12 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             searched_only = True
         # The list shows no args, but a message may quote a masked one.
         rows = dash.masked_failures(rows)
+        total = (await count_queues(dash)).of(filters["queue"] or None)["failed"]
         return dash.render(
             request, "failed.html", page="failed", rows=rows, filters=filters, reasons=REASONS, reason=reason,
             problems=problems, next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
-            first_page=after is None, estimates=await store.table_estimates(), here=str(request.url.path) + (
+            first_page=after is None, total=total,
+            here=str(request.url.path) + (
                 f"?{request.url.query}" if request.url.query else ""),
         )
 
@@ -129,6 +132,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
             history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
+            given=request.query_params.get("given"),
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )
 

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueConfigurationError
 from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
+from pgqueue.dashboard.counting import count_queues
 
 NAV = NavItem("Jobs", "/jobs", "jobs")
 
@@ -28,6 +29,15 @@ OUTCOMES = {
 def routes(dash: Dashboard) -> list[BaseRoute]:
     """``/jobs`` (search) and ``/jobs/{job_id}`` (one job, live or only in failed_jobs)."""
 
+    async def place_of(request: Request, ident: uuid.UUID) -> str:
+        """Where an id pasted into "Job id" is shown: its job, or the failure it names (the id that
+        ``queue:failed`` prints), said on that page; an unknown id goes to the job page (a 404)."""
+        store = await dash.store()
+        if await store.job_find(ident) is None and not await store.job_failures(ident, 1) \
+                and await store.failed_find(ident) is not None:
+            return url(request, "failure", {"failure_id": ident}, given="failure")
+        return url(request, "job", {"job_id": ident})
+
     async def listing(request: Request) -> Response:
         params = request.query_params
         problems: list[str] = []
@@ -38,7 +48,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             except ValueError:
                 problems.append(f"{filters['id']!r} is not a job id (a UUID); showing the search instead")
             else:
-                return RedirectResponse(url(request, "job", {"job_id": job_id}), status_code=303)
+                return RedirectResponse(await place_of(request, job_id), status_code=303)
         after = None
         if params.get("after"):
             try:
@@ -58,9 +68,11 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         elif narrowing and page.scanned >= dash.options.scan_limit and page.last is not None:
             next_cursor = str(page.last[0])
             searched_only = True
+        # The overview's count of the table (or of the queue), so the two pages agree.
+        total = (await count_queues(dash)).of(filters["queue"] or None)["jobs"]
         return dash.render(request, "jobs.html", page="jobs", rows=rows, filters=filters, problems=problems,
                            next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
-                           first_page=after is None, estimates=await store.table_estimates(),
+                           first_page=after is None, total=total,
                            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
 
     async def detail(request: Request) -> Response:
@@ -73,9 +85,21 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         row = await store.job_find(job_id)
         failures = await store.job_failures(job_id, 20)
         if row is None and not failures:
+            if await store.failed_find(job_id) is not None:  # a failure's id, pasted into the address
+                return RedirectResponse(url(request, "failure", {"failure_id": job_id}, given="failure"),
+                                        status_code=303)
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
-        envelope, _ = dash.redactor.envelope(row["envelope"] if row else None)
+        if row is not None:
+            envelope, _ = dash.redactor.envelope(row["envelope"])
+        else:
+            # The job is only in failed_jobs: its name and args are those of its latest failure.
+            latest = await store.failed_find(failures[0]["id"])
+            envelope, _ = dash.redactor.envelope(latest["envelope"] if latest else None)
+        name = envelope.get("name") if isinstance(envelope, dict) else None
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
+                           name=str(name) if name else None,
+                           args=envelope.get("args") if isinstance(envelope, dict) else None,
+                           masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
                            failures=dash.masked_failures(failures))
 
     async def cancel_one(request: Request) -> Response:
