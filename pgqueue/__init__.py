@@ -42,7 +42,7 @@ from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import JobStatsRow, Throughput, UniqueDispatch
+from pgqueue.store import JobStatsRow, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -69,6 +69,7 @@ __all__ = [
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",
+    "RegisteredWorker",
     "Schedule",
     "ScheduleInfo",
     "Settings",

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.dispatch import async_driver_connection, sync_driver_connection
@@ -297,6 +298,86 @@ class Listener:
     connected_seconds: float
     state: str | None
     state_change: datetime | None
+
+
+# --- issue 29: the operator's view ---
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """Who a worker is, as it registers in ``pgqueue.workers``."""
+
+    id: uuid.UUID
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    prefetch: int
+    version: str
+    #: Seconds without a heartbeat after which the worker is shown as gone.
+    stale_after: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """The dashboard's search of live jobs (``pgqueue.jobs_matching``); None: any."""
+
+    queue: str | None = None
+    #: A part of the job name, case-insensitive.
+    name: str | None = None
+    #: What the args must contain (jsonb containment).
+    args: dict[str, Any] | None = None
+    #: ready, delayed, reserved or expired.
+    state: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The statement parameters."""
+        return {"queue": self.queue, "name": self.name, "args": None if self.args is None else Jsonb(self.args),
+                "state": self.state, "since": self.since, "until": self.until}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureSearch:
+    """The dashboard's filters of failed jobs (queue, exact job name, reason, failed_at range); None: any."""
+
+    queue: str | None = None
+    name: str | None = None
+    reason: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The statement parameters."""
+        return {"queue": self.queue, "name": self.name, "reason": self.reason, "since": self.since,
+                "until": self.until}
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredWorker:
+    """A row of ``pgqueue.workers`` as read back (``registered_workers.sql``)."""
+
+    id: uuid.UUID
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    prefetch: int
+    version: str
+    started_at: datetime
+    heartbeat_at: datetime
+    up_seconds: float
+    silent_seconds: float
+    #: No heartbeat for ``stale_after`` seconds: killed, hung or cut off from the database.
+    gone: bool
+    #: The jobs it held at its last heartbeat still reserved: dicts of id, queue, name, attempts, seconds.
+    jobs: list[dict[str, Any]]
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready, for ``queue:workers --json``."""
+        return {"id": str(self.id), "host": self.host, "pid": self.pid, "queues": self.queues,
+                "concurrency": self.concurrency, "prefetch": self.prefetch, "version": self.version,
+                "started_at": self.started_at.isoformat(), "heartbeat_at": self.heartbeat_at.isoformat(),
+                "gone": self.gone, "jobs": self.jobs}
 
 
 def _first(row: Sequence[Any] | None) -> Any:
@@ -931,6 +1012,84 @@ class Store:
         pages = {"jobs": 0, "failed_jobs": 0}
         pages.update({str(name): int(n) for name, n in rows})
         return pages
+
+    async def register_worker(self, worker: WorkerIdentity) -> None:
+        """Add (or renew) this worker's row of ``pgqueue.workers``."""
+        with storage_errors("registering the worker"):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("register_worker"), {
+                    "id": worker.id, "host": worker.host, "pid": worker.pid, "queues": list(worker.queues),
+                    "concurrency": worker.concurrency, "prefetch": worker.prefetch, "version": worker.version,
+                    "stale_after": worker.stale_after})
+
+    async def refresh_worker(self, worker_id: uuid.UUID, held: list[uuid.UUID]) -> bool:
+        """Mark the worker alive now, holding ``held``; False if its row is gone (register again)."""
+        with storage_errors("refreshing the worker's registration"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("refresh_worker"), {"id": worker_id, "held": held})
+                return bool(_first(await cur.fetchone()))
+
+    async def deregister_worker(self, worker_id: uuid.UUID) -> bool:
+        """Remove the worker's row (a clean stop); False if it had none."""
+        with storage_errors("deregistering the worker"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("deregister_worker"), {"id": worker_id})
+                return bool(_first(await cur.fetchone()))
+
+    async def registered_workers(self) -> list[RegisteredWorker]:
+        """The rows of ``pgqueue.workers``, longest running first, with the jobs each holds."""
+        with storage_errors("listing the registered workers"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("registered_workers"))
+                rows = await cur.fetchall()
+        return [RegisteredWorker(*row) for row in rows]
+
+    async def jobs_search(self, search: JobSearch, *, after: uuid.UUID | None, scan: int, limit: int) -> ScannedPage:
+        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``."""
+        params = {**search.params(), "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
+        with storage_errors("searching jobs"):
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(query("dashboard_jobs_search"), params)
+                rows: list[dict[str, Any]] = await cur.fetchall()
+        return _scanned_page(rows, ("last_id",))
+
+    async def jobs_matching_count(self, search: JobSearch, cap: int) -> tuple[int, int]:
+        """How many live jobs match ``search`` (up to ``cap + 1``) and how many of those are reserved."""
+        with storage_errors("counting the jobs that match"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("jobs_matching_count"), {**search.params(), "cap": cap})
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def failed_matching_count(self, search: FailureSearch, cap: int) -> tuple[int, int]:
+        """How many failures match ``search`` (up to ``cap + 1``) and how many of those may be retried."""
+        with storage_errors("counting the failures that match"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("failed_matching_count"), {**search.params(), "cap": cap})
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def jobs_bulk(self, action: Literal["cancel", "delete"], search: JobSearch, ids: list[uuid.UUID] | None,
+                        batch: int) -> int:
+        """One bounded batch: cancel (``cancel_matching``) or delete (``delete_matching``, waiting jobs
+        only) at most ``batch`` jobs matching ``search`` (and among ``ids`` if given); how many."""
+        statement = "cancel_matching" if action == "cancel" else "delete_matching"
+        with storage_errors(f"{'cancelling' if action == 'cancel' else 'deleting'} the jobs that match"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query(statement), {**search.params(), "ids": ids, "batch": batch})
+                return int(_first(await cur.fetchone()) or 0)
+
+    async def failed_bulk(self, action: Literal["retry", "forget"], search: FailureSearch, batch: int) -> int:
+        """One bounded batch: retry (``retry_failed_matching``) or forget (``forget_failed_matching``)
+        at most ``batch`` failures matching ``search``; how many."""
+        statement = "retry_failed_matching" if action == "retry" else "forget_failed_matching"
+        with storage_errors(f"{'retrying' if action == 'retry' else 'forgetting'} the failures that match"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query(statement), {**search.params(), "batch": batch})
+                return int(_first(await cur.fetchone()) or 0)
 
     async def history_queues(self, minutes: int) -> list[str]:
         """The queues with outcomes in ``job_stats`` in the last ``minutes`` minutes, by name."""

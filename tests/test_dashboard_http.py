@@ -854,3 +854,80 @@ async def test_idle_queues_stay_listed_and_the_chart_has_a_time_axis_and_cancell
     assert sum(int(n) for n in cancelled) == 1 and '<rect class="cancelled"' in overview
     axis = re.search(r'data-testid="time-axis"[^>]*>(.*?)</div>', overview, re.S)
     assert axis and len(re.findall(r"\d\d:\d\d", axis.group(1))) == 6
+
+
+def listed_jobs(html: str) -> list[str]:
+    return re.findall(r'<tr data-job="([^"]+)">', html)
+
+
+async def test_jobs_are_found_by_args_a_part_of_their_name_state_queue_and_time(dsn: str, opened: Client) -> None:
+    # Issue 29: find jobs by args (containment or key=value), partial name, state, queue, time range.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ann = enqueue(conn, envelope("emails", name="app:send_welcome", args={"to": "ann@example.com", "n": 1}))
+        bob = enqueue(conn, envelope("emails", name="app:send_digest", args={"to": "bob@example.com", "n": 2}))
+        later = enqueue(conn, envelope("emails", name="app:send_welcome", args={"to": "ann@example.com"}),
+                        delay=3600)
+        other = enqueue(conn, envelope("reports", name="app:report", args={"to": "ann@example.com"}))
+    async with http_client(create_app(opened)) as web:
+        async def found(query: str) -> set[str]:
+            response = await web.get(f"/jobs?{query}")
+            assert response.status_code == 200 and "flash bad" not in response.text, (query, response.text[:300])
+            return set(listed_jobs(response.text))
+
+        assert await found("args=to%3Dann%40example.com") == {str(ann), str(later), str(other)}
+        assert await found("args=" + httpx.QueryParams({"a": '{"to": "bob@example.com"}'})["a"]) == {str(bob)}
+        assert await found("args=n%3D2") == {str(bob)}  # 2 reads as the number 2
+        assert await found("args=n%3D%222%22") == set()  # "2", the text, is not the number
+        assert await found("name=WELCOME") == {str(ann), str(later)}
+        assert await found("name=send&state=delayed") == {str(later)}
+        assert await found("queue=reports&args=to%3Dann%40example.com") == {str(other)}
+        created = count(dsn, "select created_at from pgqueue.jobs where id = %s", bob)
+        assert str(ann) not in await found(f"since={created.isoformat().replace('+00:00', 'Z')}")
+        bad = (await web.get("/jobs?args=%7Bnot+json&state=asleep")).text
+        assert "is not a JSON object" in bad and "unknown state &#39;asleep&#39;" in bad
+
+
+async def test_all_matching_jobs_are_counted_confirmed_and_cancelled_or_deleted(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver", args={"host": "a.example"}) for _ in range(1203)])
+        keep = enqueue(conn, envelope("webhooks", name="app:deliver", args={"host": "b.example"}))
+        enqueue(conn, envelope("webhooks", name="app:deliver", args={"host": "a.example"}))
+        [held] = reserve(conn, ["webhooks"], 1)  # held by a worker: delete leaves it, cancel stops it
+    async with http_client(create_app(opened)) as web:
+        confirm = (await web.get("/jobs/bulk?action=delete&queue=webhooks&args=host%3Da.example")).text
+        assert re.search(r'data-testid="bulk-count"><b>1,204</b> jobs match \(1 of them held by a worker\)', confirm)
+        token = csrf_of(confirm)
+        form = {"csrf": token, "action": "delete", "queue": "webhooks", "args": "host=a.example", "next": "/jobs"}
+        done = await web.post("/jobs/bulk", data=form, headers={"origin": "http://localhost"})
+        assert done.status_code == 303 and "deleted+1%2C203+jobs" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.jobs where queue = 'webhooks'") == 2
+        done = await web.post("/jobs/bulk", data={**form, "action": "cancel"}, headers={"origin": "http://localhost"})
+        assert "cancelled+1+job" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.jobs where id = %s", held["id"]) == 0
+        assert count(dsn, "select reason from pgqueue.failed_jobs where job_id = %s", held["id"]) == "cancelled"
+        assert count(dsn, "select count(*) from pgqueue.jobs where id = %s", keep) == 1
+        # A selection: deleted by id, in SQL.
+        selected = await web.post("/jobs/delete-selected", data={"csrf": token, "id": [str(keep)], "next": "/jobs"},
+                                  headers={"origin": "http://localhost"})
+        assert "deleted+1+of+1+selected" in selected.headers["location"]
+        # Malformed filters change nothing.
+        refused = await web.post("/jobs/bulk", data={**form, "args": "{oops"}, headers={"origin": "http://localhost"})
+        assert "err=" in refused.headers["location"]
+
+
+async def test_all_matching_failures_are_retried_or_forgotten(dsn: str, opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
+        confirm = (await web.get("/failed/bulk?action=retry&queue=emails")).text
+        assert re.search(r'data-testid="bulk-count"><b>2</b> failures match \(2 of them can be retried\)', confirm)
+        token = csrf_of(confirm)
+        done = await web.post("/failed/bulk", data={"csrf": token, "action": "retry", "queue": "emails",
+                                                    "next": "/failed"}, headers={"origin": "http://localhost"})
+        assert "retried+2+failures" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where queue = 'emails'") == 0
+        done = await web.post("/failed/bulk", data={"csrf": token, "action": "forget", "reason": "exception",
+                                                    "next": "/failed"}, headers={"origin": "http://localhost"})
+        assert "forgot+1+failure" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 0
+    async with http_client(create_app(opened, read_only=True)) as web:
+        assert (await web.post("/failed/bulk", data={"action": "forget"})).status_code == 403
+        assert (await web.post("/jobs/bulk", data={"action": "delete"})).status_code == 403

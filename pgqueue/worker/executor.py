@@ -34,6 +34,28 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pgqueue.worker")
 
+#: The last lines of a traceback a failure's log line carries, each cut at TRACEBACK_WIDTH characters
+#: (the whole traceback is in failed_jobs; the message is on the line already).
+TRACEBACK_LINES = 8
+TRACEBACK_WIDTH = 240
+
+
+def trimmed(trace: str | None) -> str:
+    """The end of a traceback for a log line: a newline and its last :data:`TRACEBACK_LINES` lines
+    (where it was raised and the exception), "" without one."""
+    if not trace:
+        return ""
+    lines = trace.rstrip().splitlines()
+    if len(lines) > TRACEBACK_LINES:
+        lines = [f"  ({len(lines) - TRACEBACK_LINES} traceback lines above omitted)", *lines[-TRACEBACK_LINES:]]
+    return "\n" + "\n".join(line if len(line) <= TRACEBACK_WIDTH else line[:TRACEBACK_WIDTH] + " …"
+                             for line in lines)
+
+
+def ran(duration: float | None) -> str:
+    """An attempt's duration as a log line says it."""
+    return "?" if duration is None else f"{duration:.3f}s"
+
 #: The instruments' outcome of each decision (see :data:`pgqueue.worker.instruments.OUTCOMES`).
 _OUTCOMES = {"acked": "succeeded", "released": "retried", "snoozed": "snoozed", "cancelled": "cancelled",
              "lost": "lost"}
@@ -345,10 +367,12 @@ class Executor:
                     return
                 if accepted:
                     self._stats.retried += 1
-                    logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
-                                   context.id, envelope.name, attempts, context.tries,
-                                   type(error).__name__, message, delay,
-                                   extra=log_fields(context.log_fields(), envelope.name, envelope.args))
+                    exception, _, trace = describe(error, message)
+                    logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs (the attempt "
+                                   "ran %s)%s", context.id, envelope.name, attempts, context.tries,
+                                   exception, message, delay, ran(duration), trimmed(trace),
+                                   extra=log_fields({**context.log_fields(), "error": exception,
+                                                     "duration": duration}, envelope.name, envelope.args))
                 else:
                     self._stats.lost += 1
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
@@ -379,8 +403,12 @@ class Executor:
         self.instruments.outcome(queue, name, "failed" if accepted else "lost", reason if accepted else None)
         if accepted:
             self._stats.failed += 1
-            logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
-                         attempts, reason, exception, message, extra=fields)
+            # The worker's own decisions (unknown job, bad payload) have no handler traceback to show.
+            shown = trimmed(stored_trace) if reason == "exception" else ""
+            logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s%s%s", job_id, name,
+                         attempts, reason, exception, message,
+                         "" if duration is None else f" (the last attempt ran {ran(duration)})", shown,
+                         extra={**fields, "error": exception, "duration": duration})
         else:
             self._stats.lost += 1
             logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id,

@@ -35,6 +35,7 @@ from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments, Recorder
 from pgqueue.worker.maintenance import HISTORY_RETENTION, Maintenance, check_seconds
 from pgqueue.worker.notifier import Notifier
+from pgqueue.worker.registry import Registry
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
 
 logger = logging.getLogger("pgqueue.worker")
@@ -197,8 +198,12 @@ class Worker:
             )
         #: The lease heartbeat (None when off).
         self.heartbeat: Heartbeat | None = None
+        #: This worker's row of pgqueue.workers (issue 29), refreshed by the heartbeat (or on its own when off).
+        self.registry = Registry(self.store, queues=self.queues, concurrency=concurrency, prefetch=self.prefetch,
+                                 period=(self.lease - config.lease_margin) / 3)
         if config.heartbeat if heartbeat is None else heartbeat:
-            self.heartbeat = Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
+            self.heartbeat = Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3,
+                                       registry=self.registry)
         elif config.heartbeat:
             logger.info("pgqueue: lease heartbeat off on connection %r, whose jobs may have timeouts longer than "
                         "the lease: a handler that does not call context.extend() is stopped %gs before its "
@@ -245,6 +250,10 @@ class Worker:
         self.depth_sampler: DepthSampler | None = None
         if isinstance(self.instruments, Recorder):
             self.instruments.acks_pending = lambda: self.completer.pending
+            who = self.registry.identity
+            self.instruments.worker = {
+                "worker_id": str(who.id), "host": who.host, "pid": str(who.pid), "version": who.version,
+                "queues": ",".join(who.queues), "concurrency": str(who.concurrency), "prefetch": str(who.prefetch)}
             sample_every = 0.0 if metrics_interval is None else check_seconds(
                 metrics_interval, "metrics_interval", " (None or 0: no queue depth sampling)")
             if sample_every:
@@ -345,9 +354,12 @@ class Worker:
         maintenance_task: asyncio.Task[None] | None = None
         if self.maintenance is not None:
             maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
+        await self.registry.register()
         heartbeat_task: asyncio.Task[None] | None = None
         if self.heartbeat is not None:
             heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
+        else:
+            heartbeat_task = asyncio.create_task(self.registry.run(), name="pgqueue-registry")
         scheduler_task = asyncio.create_task(self.scheduler.run(), name="pgqueue-scheduler")
         depth_task: asyncio.Task[None] | None = None
         if self.depth_sampler is not None:
@@ -375,6 +387,11 @@ class Worker:
             await self._drain()
             if heartbeat_task is not None and self.heartbeat is not None:
                 await self.heartbeat.stop(heartbeat_task)
+            elif heartbeat_task is not None:
+                heartbeat_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat_task
+            await self.registry.deregister()
             # Threads still running a handler that ignored ``context.cancelled`` are left to
             # finish; nothing waits for them here.
             self.executor.shutdown()

@@ -16,11 +16,24 @@
       window.alert("Select at least one row first.");
     }
   });
+  // The rows ticked, by id: a list that refreshes in place (htmx) ticks them again in its new rows,
+  // so a refresh never loses a selection (nor the scroll position: the page is not reloaded).
+  var ticked = new Set();
+  function remember(box) {
+    if (box.checked) { ticked.add(box.value); } else { ticked.delete(box.value); }
+  }
   // The header checkbox selects every row of the page.
   document.addEventListener("change", function (event) {
     if (event.target.matches("[data-select-all]")) {
       var table = event.target.closest("table");
-      table.querySelectorAll("input[name=id]").forEach(function (box) { box.checked = event.target.checked; });
+      table.querySelectorAll("input[name=id]").forEach(function (box) { box.checked = event.target.checked; remember(box); });
+    } else if (event.target.matches("input[name=id]")) {
+      remember(event.target);
     }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    document.querySelectorAll("[data-live] input[name=id]").forEach(function (box) {
+      if (ticked.has(box.value)) { box.checked = true; }
+    });
   });
 })();
