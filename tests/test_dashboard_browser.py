@@ -467,3 +467,22 @@ def test_the_dark_scheme_follows_the_system(dsn: str, page: Any) -> None:
         page.screenshot(path=str(DOCS / "dashboard-dark.png"), full_page=True)
         page.emulate_media(color_scheme="light")
         assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(255, 255, 255)"
+
+
+def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(dsn: str, page: Any) -> None:
+    # Issue 29: every list page refreshes in place (as the overview does) without losing a selection.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("bulk", name="app:bulk") for _ in range(49)])
+        first = enqueue(conn, envelope("bulk", name="app:first"))
+    page.set_viewport_size({"width": 1280, "height": 400})
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(server.url + "/jobs?queue=bulk")
+        page.evaluate("window.__notReloaded = true")
+        page.locator(f"tr[data-job='{first}'] input[name=id]").check()
+        page.evaluate("window.scrollTo(0, 300)")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            newest = enqueue(conn, envelope("bulk", name="app:newest"))
+        # Waits (polling the DOM, no sleep) until the refreshed rows show the new job.
+        expect(page.locator(f"tr[data-job='{newest}']")).to_be_visible()
+        assert page.locator(f"tr[data-job='{first}'] input[name=id]").is_checked()
+        assert page.evaluate("window.__notReloaded") is True and page.evaluate("window.scrollY") == 300
