@@ -486,3 +486,18 @@ def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(d
         expect(page.locator(f"tr[data-job='{newest}']")).to_be_visible()
         assert page.locator(f"tr[data-job='{first}'] input[name=id]").is_checked()
         assert page.evaluate("window.__notReloaded") is True and page.evaluate("window.scrollY") == 300
+
+
+def test_keyboard_shortcuts_open_the_main_pages(dsn: str, page: Any) -> None:
+    with served(dsn) as server:
+        page.goto(server.url + "/")
+        for key, path in (("j", "/jobs"), ("f", "/failed"), ("w", "/workers"), ("q", "/queues"), ("o", "/")):
+            page.keyboard.press("g")
+            page.keyboard.press(key)
+            page.wait_for_url(server.url + path)
+        page.goto(server.url + "/jobs")
+        page.keyboard.press("/")
+        assert page.evaluate("document.activeElement.name") == "id"
+        # Typing in a field is typing, not a shortcut.
+        page.keyboard.type("gw")
+        assert page.url == server.url + "/jobs" and page.input_value("input[name=id]") == "gw"

@@ -36,4 +36,25 @@
       if (ticked.has(box.value)) { box.checked = true; }
     });
   });
+  // Keyboard shortcuts: "g" then a page's initial (o overview, q queues, f failed jobs, j jobs,
+  // s schedules, w workers) opens it; "/" moves to the page's first filter field. Not while typing.
+  var pending = 0;
+  document.addEventListener("keydown", function (event) {
+    var target = event.target;
+    if (event.ctrlKey || event.metaKey || event.altKey || (target.closest && target.closest("input, select, textarea"))) {
+      return;
+    }
+    if (event.key === "/") {
+      var field = document.querySelector("form.filters input:not([type=hidden])");
+      if (field) { event.preventDefault(); field.focus(); }
+      return;
+    }
+    if (pending && Date.now() - pending < 1500) {
+      pending = 0;
+      var link = document.querySelector('header.top nav a[data-key="' + event.key + '"]');
+      if (link) { event.preventDefault(); link.click(); }
+      return;
+    }
+    pending = event.key === "g" ? Date.now() : 0;
+  });
 })();
