@@ -345,6 +345,8 @@ class Worker:
         """
         if max_jobs is not None and max_jobs < 1:
             raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
+        # Before any task starts, so that a cancellation here leaves nothing running (never raises).
+        await self.registry.register()
         completer_task = asyncio.create_task(self.completer.run(), name="pgqueue-completer")
         notifier_task: asyncio.Task[None] | None = None
         cancellations_task: asyncio.Task[None] | None = None
@@ -354,7 +356,6 @@ class Worker:
         maintenance_task: asyncio.Task[None] | None = None
         if self.maintenance is not None:
             maintenance_task = asyncio.create_task(self.maintenance.run(), name="pgqueue-maintenance")
-        await self.registry.register()
         heartbeat_task: asyncio.Task[None] | None = None
         if self.heartbeat is not None:
             heartbeat_task = asyncio.create_task(self.heartbeat.run(), name="pgqueue-heartbeat")
