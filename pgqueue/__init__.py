@@ -43,7 +43,7 @@ from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import JobStatsRow, Throughput, UniqueDispatch
+from pgqueue.store import JobStatsRow, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 
 __version__ = "0.1.0"
@@ -70,6 +70,7 @@ __all__ = [
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",
+    "RegisteredWorker",
     "Schedule",
     "ScheduleInfo",
     "Settings",

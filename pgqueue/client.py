@@ -37,6 +37,7 @@ from pgqueue.store import (
     JobStatsRow,
     QueueControl,
     QueueStats,
+    RegisteredWorker,
     Store,
     Throughput,
     UniqueDispatch,
@@ -610,6 +611,12 @@ class Client:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""
         store = await self._store(self.settings.connection(connection))
         return await store.queue_controls()
+
+    async def workers(self, connection: str | None = None) -> list[RegisteredWorker]:
+        """The workers registered in ``pgqueue.workers``, longest running first: who each is,
+        its last heartbeat, whether it is gone (stale), and the jobs it holds."""
+        store = await self._store(self.settings.connection(connection))
+        return await store.registered_workers()
 
     async def worker(self, connection: str | None = None, options: WorkerOptions | None = None,
                      **keywords: Unpack[WorkerKeywords]) -> Worker:

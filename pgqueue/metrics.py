@@ -45,6 +45,9 @@ METRICS_DIR_ENV = "PGQUEUE_METRICS_DIR"
 
 Snapshot = dict[str, Any]
 
+#: The labels of ``pgqueue_worker_info`` (issue 29): a worker's row of pgqueue.workers.
+WORKER_LABELS = ("worker_id", "host", "pid", "version", "queues", "concurrency", "prefetch")
+
 _OUTCOME_METRICS = {
     "reserved": ("pgqueue_jobs_reserved", "Jobs reserved and decoded by workers, per queue and job name."),
     "succeeded": ("pgqueue_jobs_succeeded", "Jobs whose handler returned (acked)."),
@@ -72,7 +75,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
     latencies: dict[tuple[str, str], dict[str, Any]] = {}
     batch: dict[str, Any] | None = None
     total: Snapshot = {"leases_lost": 0, "transient_errors": 0, "acks_pending": 0, "depth": {},
-                       "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}}
+                       "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}, "workers": []}
     for snap in snapshots:
         for *key, value in snap["counters"]:
             counters[tuple(key)] = counters.get(tuple(key), 0) + value
@@ -84,6 +87,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
             total[field] += snap[field]
         for label, count in snap.get("folded", {}).items():
             total["folded"][label] = total["folded"].get(label, 0) + count
+        total["workers"].extend(snap.get("workers", []))
         sampled = snap.get("depth_sampled_at")
         if sampled is not None and (total["depth_sampled_at"] is None or sampled > total["depth_sampled_at"]):
             total["depth"], total["depth_sampled_at"] = snap["depth"], sampled
@@ -181,6 +185,11 @@ class PgqueueCollector(Collector):
             age.add_metric([queue], values["oldest_ready_age"])
         yield depth
         yield age
+        info = GaugeMetricFamily("pgqueue_worker_info", "The workers exported here (one series each, value 1), as "
+                                 "they registered in pgqueue.workers.", labels=list(WORKER_LABELS))
+        for worker in snap.get("workers", []):
+            info.add_metric([str(worker.get(label, "")) for label in WORKER_LABELS], 1)
+        yield info
         if snap["depth_sampled_at"] is not None:
             yield GaugeMetricFamily("pgqueue_queue_depth_sampled_timestamp_seconds",
                                     "When the queue depth above was sampled (Unix time).",

@@ -30,7 +30,7 @@ from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
 from tests.dashboard_support import SECRET, Seeded, SetPassword, SignUp, command_served, failure, seed
 from tests.helpers import envelope
-from tests.sql_calls import ack, enqueue_many, fail, release, reserve, rows, scalar
+from tests.sql_calls import ack, enqueue, enqueue_many, fail, release, reserve, rows, scalar
 from tests.worker_support import settings_for
 
 __all__ = ["SetPassword", "SignUp"]  # registered, so the dashboard knows their redact fields
@@ -685,8 +685,8 @@ async def test_without_apps_the_schedules_page_says_how_to_list_them(opened: Cli
 def buckets_of(html: str) -> list[dict[str, int]]:
     """The throughput chart's buckets as drawn: the counts in each bucket's data attributes."""
     found = re.findall(r'<g class="bucket" data-start="[^"]+" data-succeeded="(\d+)" data-failed="(\d+)" '
-                       r'data-retried="(\d+)">', html)
-    return [{"succeeded": int(s), "failed": int(f), "retried": int(r)} for s, f, r in found]
+                       r'data-retried="(\d+)" data-cancelled="(\d+)">', html)
+    return [{"succeeded": int(s), "failed": int(f), "retried": int(r)} for s, f, r, _ in found]
 
 
 def finish_jobs(dsn: str, queue: str, succeeded: int, failed: int, retried: int) -> None:
@@ -734,3 +734,200 @@ async def test_the_chart_says_when_no_job_finished(opened: Client, dsn: str) -> 
         assert 'data-testid="throughput"' in (await web.get("/overview/throughput")).text
         day = (await web.get("/?range=day&queue=nowhere")).text
         assert "No jobs finished in the last day in queue nowhere." in day
+
+
+# --- issue 29: the operator's view ---
+def backlog(dsn: str, queue: str, ready: int, delayed: int = 0) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope(queue, name="app:backfill") for _ in range(ready)])
+        if delayed:
+            enqueue_many(conn, [envelope(queue, name="app:backfill") for _ in range(delayed)],
+                         delays=[3600.0] * delayed)
+
+
+def cell(html: str, queue: str, col: str) -> str:
+    found = re.search(rf'<tr data-queue="{queue}">.*?data-col="{col}"[^>]*>(.*?)</td>', html, re.S)
+    assert found, (queue, col)
+    return re.sub(r"<[^>]+>", "", found.group(1)).strip()
+
+
+async def test_counts_past_the_cap_are_exact_while_the_table_is_small(dsn: str, opened: Client,
+                                                                      seeded: Seeded) -> None:
+    # Issue 29: a 3,000-job backlog of a small table showed ≈ 2,900 / 3,000 / 3,100, exact zeros as
+    # "≈ 0", and the Queues page "201+"; read whole, the table gives exact figures on every page.
+    backlog(dsn, "backfill", 3000, delayed=299)
+    await opened.pause("backfill")
+    jobs = count(dsn, "select count(*) from pgqueue.jobs")
+    failures = count(dsn, "select count(*) from pgqueue.failed_jobs")
+    async with http_client(create_app(opened)) as web:
+        counts = (await web.get("/overview/counts")).text
+        assert "≈" not in counts
+        assert (cell(counts, "backfill", "ready"), cell(counts, "backfill", "delayed"),
+                cell(counts, "backfill", "expired"), cell(counts, "backfill", "reserved")) == ("3,000", "299", "0", "0")
+        assert f"{jobs:,} jobs and {failures:,} failures in the tables" in counts
+        queues = (await web.get("/queues")).text
+        assert (cell(queues, "backfill", "ready"), cell(queues, "backfill", "reserved")) == ("3,000", "0")
+        assert "+" not in cell(queues, "reports", "reserved")
+        listing = (await web.get("/jobs")).text
+        assert re.search(rf'data-testid="jobs-total"[^>]*>{jobs:,} in the table<', listing)
+        assert re.search(r'data-testid="jobs-total"[^>]*>3,299 in queue backfill<',
+                         (await web.get("/jobs?queue=backfill")).text)
+        assert re.search(rf'data-testid="failed-total"[^>]*>{failures:,} recorded<', (await web.get("/failed")).text)
+        assert re.search(r'data-testid="failed-total"[^>]*>2 recorded in queue emails<',
+                         (await web.get("/failed?queue=emails")).text)
+
+
+async def test_an_estimate_past_the_exact_bound_is_steady_and_only_estimates_say_so(dsn: str, opened: Client,
+                                                                                   seeded: Seeded) -> None:
+    backlog(dsn, "backfill", 3000)
+    async with http_client(create_app(opened, exact_pages=0, sample_pages=4)) as web:
+        shown = {cell((await web.get("/overview/counts")).text, "backfill", "ready") for _ in range(10)}
+        counts = (await web.get("/overview/counts")).text
+    # The same pages are sampled while the table is unchanged: one figure over ten refreshes.
+    assert len(shown) == 1 and next(iter(shown)).startswith("≈ ")
+    # Uncapped counts of the other queues stay exact, never "≈".
+    assert (cell(counts, "emails", "ready"), cell(counts, "emails", "expired"), cell(counts, "reports", "expired")) \
+        == ("3", "0", "1")
+    assert "≈" not in cell(counts, "backfill", "delayed")
+
+
+async def test_the_page_of_a_job_that_ended_failed_names_it_and_shows_its_args(dsn: str, opened: Client) -> None:
+    # Issue 29: the title was "job", no args, and "was not retried" after a retry that failed again.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = failure(conn, "emails", name="app:send_email", args={"to": "ann@example.com"}, tries=1)
+        job_id = count(dsn, "select job_id from pgqueue.failed_jobs where id = %s", first)
+    await opened.retry_failed(first)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [held] = reserve(conn, ["emails"], 1)
+        assert held["id"] == job_id and fail(conn, job_id, held["token"], message="SMTP said 451 again")
+    async with http_client(create_app(opened)) as web:
+        html = (await web.get(f"/jobs/{job_id}")).text
+    assert re.search(r'data-testid="job-title">app:send_email<', html)
+    assert "ann@example.com" in html and 'data-testid="args"' in html
+    assert "was not retried" not in html and "has not been retried since" in html
+    assert "SMTP said 451 again" in html
+
+
+async def test_a_failure_id_pasted_as_a_job_id_finds_the_failure_and_says_which(opened: Client,
+                                                                              seeded: Seeded) -> None:
+    # Issue 29: the id queue:failed prints is a failure id; "Job id" answered 404 for it.
+    failure_id = seeded.failures[0]
+    async with http_client(create_app(opened)) as web:
+        response = await web.get(f"/jobs?id={failure_id}")
+        assert response.status_code == 303
+        assert response.headers["location"] == f"/failed/{failure_id}?given=failure"
+        page = (await web.get(response.headers["location"])).text
+        assert "is a <b>failure id</b>" in page
+        direct = await web.get(f"/jobs/{failure_id}")
+        assert direct.status_code == 303 and direct.headers["location"].startswith(f"/failed/{failure_id}")
+        # A job id still goes to its job, an unknown id to the "no such job" page.
+        assert (await web.get(f"/jobs?id={seeded.reserved}")).headers["location"] == f"/jobs/{seeded.reserved}"
+        assert (await web.get(f"/jobs/{uuid.uuid4()}")).status_code == 404
+
+
+async def test_every_page_has_an_icon(opened: Client) -> None:
+    # Issue 29: /favicon.ico was a 404 on every page.
+    async with http_client(create_app(opened)) as web:
+        icon = await web.get("/favicon.ico")
+        assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+        assert '<link rel="icon" type="image/svg+xml" href="/static/favicon.svg">' in (await web.get("/")).text
+        assert (await web.get("/static/favicon.svg")).status_code == 200
+
+
+async def test_idle_queues_stay_listed_and_the_chart_has_a_time_axis_and_cancellations(
+        dsn: str, opened: Client) -> None:
+    # Issue 29: idle queues with history vanished from the overview, the Queues page and the chart's
+    # list; cancelled outcomes were not drawn; the chart had no time axis.
+    finish_jobs(dsn, "finished", succeeded=2, failed=0, retried=0)
+    await opened.pause("quiet")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        doomed = enqueue(conn, envelope("emails", name="app:send_email"))
+    assert await opened.cancel(doomed) == "cancelled"
+    async with http_client(create_app(opened)) as web:
+        overview = (await web.get("/")).text
+        queues = (await web.get("/queues")).text
+    for name in ("finished", "quiet"):
+        assert f'<tr data-queue="{name}">' in overview and f'<tr data-queue="{name}">' in queues, name
+        assert f"<option>{name}</option>" in overview, name
+    assert cell(overview, "finished", "ready") == "0"
+    cancelled = re.findall(r'data-cancelled="(\d+)"', overview)
+    assert sum(int(n) for n in cancelled) == 1 and '<rect class="cancelled"' in overview
+    axis = re.search(r'data-testid="time-axis"[^>]*>(.*?)</div>', overview, re.S)
+    assert axis and len(re.findall(r"\d\d:\d\d", axis.group(1))) == 6
+
+
+def listed_jobs(html: str) -> list[str]:
+    return re.findall(r'<tr data-job="([^"]+)">', html)
+
+
+async def test_jobs_are_found_by_args_a_part_of_their_name_state_queue_and_time(dsn: str, opened: Client) -> None:
+    # Issue 29: find jobs by args (containment or key=value), partial name, state, queue, time range.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ann = enqueue(conn, envelope("emails", name="app:send_welcome", args={"to": "ann@example.com", "n": 1}))
+        bob = enqueue(conn, envelope("emails", name="app:send_digest", args={"to": "bob@example.com", "n": 2}))
+        later = enqueue(conn, envelope("emails", name="app:send_welcome", args={"to": "ann@example.com"}),
+                        delay=3600)
+        other = enqueue(conn, envelope("reports", name="app:report", args={"to": "ann@example.com"}))
+    async with http_client(create_app(opened)) as web:
+        async def found(query: str) -> set[str]:
+            response = await web.get(f"/jobs?{query}")
+            assert response.status_code == 200 and "flash bad" not in response.text, (query, response.text[:300])
+            return set(listed_jobs(response.text))
+
+        assert await found("args=to%3Dann%40example.com") == {str(ann), str(later), str(other)}
+        assert await found("args=" + httpx.QueryParams({"a": '{"to": "bob@example.com"}'})["a"]) == {str(bob)}
+        assert await found("args=n%3D2") == {str(bob)}  # 2 reads as the number 2
+        assert await found("args=n%3D%222%22") == set()  # "2", the text, is not the number
+        assert await found("name=WELCOME") == {str(ann), str(later)}
+        assert await found("name=send&state=delayed") == {str(later)}
+        assert await found("queue=reports&args=to%3Dann%40example.com") == {str(other)}
+        created = count(dsn, "select created_at from pgqueue.jobs where id = %s", bob)
+        assert str(ann) not in await found(f"since={created.isoformat().replace('+00:00', 'Z')}")
+        bad = (await web.get("/jobs?args=%7Bnot+json&state=asleep")).text
+        assert "is not a JSON object" in bad and "unknown state &#39;asleep&#39;" in bad
+
+
+async def test_all_matching_jobs_are_counted_confirmed_and_cancelled_or_deleted(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("webhooks", name="app:deliver", args={"host": "a.example"}) for _ in range(1203)])
+        keep = enqueue(conn, envelope("webhooks", name="app:deliver", args={"host": "b.example"}))
+        enqueue(conn, envelope("webhooks", name="app:deliver", args={"host": "a.example"}))
+        [held] = reserve(conn, ["webhooks"], 1)  # held by a worker: delete leaves it, cancel stops it
+    async with http_client(create_app(opened)) as web:
+        confirm = (await web.get("/jobs/bulk?action=delete&queue=webhooks&args=host%3Da.example")).text
+        assert re.search(r'data-testid="bulk-count"><b>1,204</b> jobs match \(1 of them held by a worker\)', confirm)
+        token = csrf_of(confirm)
+        form = {"csrf": token, "action": "delete", "queue": "webhooks", "args": "host=a.example", "next": "/jobs"}
+        done = await web.post("/jobs/bulk", data=form, headers={"origin": "http://localhost"})
+        assert done.status_code == 303 and "deleted+1%2C203+jobs" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.jobs where queue = 'webhooks'") == 2
+        done = await web.post("/jobs/bulk", data={**form, "action": "cancel"}, headers={"origin": "http://localhost"})
+        assert "cancelled+1+job" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.jobs where id = %s", held["id"]) == 0
+        assert count(dsn, "select reason from pgqueue.failed_jobs where job_id = %s", held["id"]) == "cancelled"
+        assert count(dsn, "select count(*) from pgqueue.jobs where id = %s", keep) == 1
+        # A selection: deleted by id, in SQL.
+        selected = await web.post("/jobs/delete-selected", data={"csrf": token, "id": [str(keep)], "next": "/jobs"},
+                                  headers={"origin": "http://localhost"})
+        assert "deleted+1+of+1+selected" in selected.headers["location"]
+        # Malformed filters change nothing.
+        refused = await web.post("/jobs/bulk", data={**form, "args": "{oops"}, headers={"origin": "http://localhost"})
+        assert "err=" in refused.headers["location"]
+
+
+async def test_all_matching_failures_are_retried_or_forgotten(dsn: str, opened: Client, seeded: Seeded) -> None:
+    async with http_client(create_app(opened)) as web:
+        confirm = (await web.get("/failed/bulk?action=retry&queue=emails")).text
+        assert re.search(r'data-testid="bulk-count"><b>2</b> failures match \(2 of them can be retried\)', confirm)
+        token = csrf_of(confirm)
+        done = await web.post("/failed/bulk", data={"csrf": token, "action": "retry", "queue": "emails",
+                                                    "next": "/failed"}, headers={"origin": "http://localhost"})
+        assert "retried+2+failures" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs where queue = 'emails'") == 0
+        done = await web.post("/failed/bulk", data={"csrf": token, "action": "forget", "reason": "exception",
+                                                    "next": "/failed"}, headers={"origin": "http://localhost"})
+        assert "forgot+1+failure" in done.headers["location"]
+        assert count(dsn, "select count(*) from pgqueue.failed_jobs") == 0
+    async with http_client(create_app(opened, read_only=True)) as web:
+        assert (await web.post("/failed/bulk", data={"action": "forget"})).status_code == 403
+        assert (await web.post("/jobs/bulk", data={"action": "delete"})).status_code == 403

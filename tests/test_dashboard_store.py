@@ -15,10 +15,10 @@ import psycopg
 import pytest
 
 from pgqueue import Client
-from pgqueue.store import Store
+from pgqueue.store import JobSearch, Store
 from tests.dashboard_support import failure, seed
 from tests.helpers import envelope
-from tests.sql_calls import enqueue_many, rows
+from tests.sql_calls import enqueue_many, reserve, rows, scalar
 from tests.worker_support import settings_for
 
 
@@ -179,3 +179,30 @@ async def test_estimates_are_none_until_analyzed(dsn: str, store: Store) -> None
 def _uuid7(i: int) -> uuid.UUID:
     """Time-ordered ids in dispatch order, as pgqueue.ids makes them."""
     return uuid.UUID(int=(1_700_000_000_000 + i) << 80 | 0x7 << 76 | 0b10 << 62 | i)
+
+
+# --- issue 29: the operator's view ---
+async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn: str, store: Store) -> None:
+    # dashboard_jobs_search.sql writes out pgqueue.jobs_matching's conditions (inline, for speed):
+    # every search finds the very jobs the function (what bulk actions act on) matches.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(40):
+            enqueue_many(conn, [envelope(("emails", "reports")[i % 2], name=f"app:Send_{i % 3}",
+                                         args={"to": f"u{i % 4}@example.com", "n": i % 5})],
+                         delays=[3600.0 * (i % 2)])
+        reserve(conn, ["emails"], 3)
+        middle = scalar(conn, "select created_at from pgqueue.jobs order by id offset 20 limit 1")
+    searches = [JobSearch(), JobSearch(queue="emails"), JobSearch(name="send_1"),
+                JobSearch(args={"to": "u1@example.com"}), JobSearch(args={"n": 2}, state="delayed"),
+                JobSearch(state="reserved"), JobSearch(state="ready"),
+                JobSearch(since=middle), JobSearch(until=middle, name="SEND", queue="reports")]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for search in searches:
+            page = await store.jobs_search(search, after=None, scan=1000, limit=1000)
+            p = search.params()
+            expected = [r["id"] for r in rows(conn, "select j.id from pgqueue.jobs j where pgqueue.jobs_matching("
+                                                    "j, %(queue)s, %(name)s, %(args)s, %(state)s, %(since)s, %(until)s)"
+                                                    " order by j.id desc", p)]
+            assert [r["id"] for r in page.rows] == expected, search
+            assert (await store.jobs_matching_count(search, 1000))[0] == len(expected), search
+    assert len(expected) > 0

@@ -346,6 +346,18 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.ack(%s::uuid[], %s::bigint[], array[0.5], array[0.1], true)",
                  ([held[0]["id"]], [held[0]["token"]]))
             call("select * from pgqueue.prune_history(0, 0, 100)")
+        if scalar(conn, "select to_regprocedure('pgqueue.deregister_worker(uuid)') is not null"):
+            # Revision 0009 (issue 29): the workers registry, the search and its bulk actions.
+            worker = uuid.uuid4()
+            call("select pgqueue.register_worker(%s, 'h', 1, array['q'], 1, 0, 'v', 30)", (worker,))
+            call("select pgqueue.refresh_worker(%s, array[]::uuid[])", (worker,))
+            call("select pgqueue.deregister_worker(%s)", (worker,))
+            call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("b")),))
+            call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("b")),))
+            call("select pgqueue.cancel_matching(null, 'b', null, '{}', null, null, null, 1)")
+            call("select pgqueue.delete_matching(null, 'b', null, null, 'ready', null, null, 1)")
+            call("select pgqueue.retry_failed_matching('b', null, 'cancelled', null, null, 1)")
+            call("select pgqueue.forget_failed_matching('b', null, null, null, null, 10)")
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors

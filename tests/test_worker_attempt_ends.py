@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 import sys
 import threading
@@ -372,3 +373,43 @@ async def test_release_interrupted_is_fenced_by_the_token(client: Client, dsn: s
         [row] = await jobs(dsn)
         assert row["token"] == token and row["attempts"] == 1  # nothing changed
         assert await _history(dsn) == {"retried": 0, "given_back": 0, "failed": 0}
+
+
+# --- issue 29: the operator's view ---
+class ChargeDeclined(Exception):
+    """A handler's own exception: logged by its qualified name."""
+
+
+async def test_failure_log_lines_carry_the_exception_a_trimmed_traceback_and_the_duration(
+        client: Client, hooks: Any, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    def deep(n: int) -> None:
+        if n:
+            deep(n - 1)
+        raise ChargeDeclined("card 4242 declined")
+
+    async def fails(job: Probe, context: JobContext) -> None:
+        try:
+            raise KeyError("gateway")
+        except KeyError as exc:  # a chained traceback, long enough to be trimmed
+            try:
+                deep(10)
+            except ChargeDeclined as declined:
+                raise declined from exc
+
+    hooks("declined", fails)
+    caplog.set_level(logging.WARNING, logger="pgqueue")
+    await client.dispatch(Retrying(hook="declined"))
+    worker = await client.worker(concurrency=1, listen=False, maintenance_interval=None)
+    assert await finish(worker.run(stop_when_empty=True), "the job") == 3
+    qualified = f"{__name__}.ChargeDeclined"
+    retried = [r for r in caplog.records if "; retrying in" in r.getMessage()]
+    final = [r for r in caplog.records if "failed after 3 attempt" in r.getMessage()]
+    assert len(retried) == 2 and len(final) == 1
+    for record in (*retried, *final):
+        text = record.getMessage()
+        assert f"{qualified}: card 4242 declined" in text
+        assert re.search(r"ran \d+\.\d{3}s\)", text)  # the attempt's duration, in seconds
+        assert "traceback lines above omitted" in text and "in deep" in text
+        assert text.rstrip().endswith(f"{qualified}: card 4242 declined")
+        assert len(text.splitlines()) <= 1 + 1 + 8  # the line, the omission note, eight traceback lines
+        assert record.error == qualified and isinstance(record.duration, float)  # type: ignore[attr-defined]

@@ -703,6 +703,29 @@ async def _status(found: Target, watch: bool, interval: float, as_json: bool) ->
             await asyncio.sleep(interval)
 
 
+@app.command("queue:workers", short_help="The running workers: host, pid, queues, heartbeat, jobs.")
+@reports_errors
+def queue_workers(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """The workers registered in pgqueue.workers: host, pid, queues, concurrency, prefetch, version, start,
+    last heartbeat, and the jobs each holds (running or prefetched) with how long since they were reserved.
+    A worker without a heartbeat for three heartbeat periods is shown as gone (killed or cut off)."""
+    found = target(dsn)
+
+    async def read() -> list[pgqueue.RegisteredWorker]:
+        async with found.client() as client:
+            return await client.workers(found.connection.name)
+
+    workers = asyncio.run(read())
+    if as_json:
+        typer.echo(json.dumps([w.to_data() for w in workers], indent=2))
+    else:
+        typer.echo(render.workers_table(workers))
+
+
 @app.command("queue:history", short_help="Per-minute outcomes and timings (pgqueue.job_stats).")
 @reports_errors
 def queue_history(

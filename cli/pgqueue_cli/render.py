@@ -8,7 +8,17 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pgqueue import Client, FailedJob, JobStatsRow, QueueControl, QueueStats, ScheduleInfo, Throughput, format_rate
+from pgqueue import (
+    Client,
+    FailedJob,
+    JobStatsRow,
+    QueueControl,
+    QueueStats,
+    RegisteredWorker,
+    ScheduleInfo,
+    Throughput,
+    format_rate,
+)
 
 #: The throughput windows ``queue:status`` shows, in minutes.
 WINDOWS = (1, 5, 15)
@@ -210,3 +220,18 @@ def schedule_table(schedules: Sequence[ScheduleInfo]) -> str:
         rows.append([s.name, s.expression, s.timezone, last, upcoming])
     problems = [f"{s.name}: {s.problem}" for s in schedules if s.problem is not None]
     return "\n".join([table(headers, rows), *problems])
+
+
+# --- issue 29: the operator's view ---
+def workers_table(workers: Sequence[RegisteredWorker]) -> str:
+    """The ``queue:workers`` table: one row per registered worker, then one per job it holds."""
+    if not workers:
+        return "no worker is registered in pgqueue.workers (none is running, or they predate revision 0009)"
+    rows = []
+    for w in workers:
+        state = "gone" if w.gone else "alive"
+        running = ", ".join(f"{j['name'] or '?'} {age(j['seconds'])}" for j in w.jobs) or "-"
+        rows.append([w.host, str(w.pid), state, ",".join(w.queues), str(w.concurrency), str(w.prefetch), w.version,
+                     _stamp(w.started_at), age(w.silent_seconds), str(len(w.jobs)), _short(running, 60)])
+    return table(["host", "pid", "state", "queues", "concurrency", "prefetch", "version", "started",
+                  "last heartbeat", "held", "jobs (for how long)"], rows)

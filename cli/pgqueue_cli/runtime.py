@@ -325,9 +325,14 @@ class TextFormatter(logging.Formatter):
         return f"{first} [{' '.join(fields)}]{newline}{rest}"
 
 
+#: On a line about a failed attempt (issue 29): the exception's qualified class and the attempt's seconds.
+FAILURE_FIELDS = ("error", "duration")
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, the job's
-    fields (``job_id``, ``job_name``, ``queue``, ``attempt``, ``token``) on a line about a job, and
+    fields (``job_id``, ``job_name``, ``queue``, ``attempt``, ``token``) on a line about a job, ``error``
+    (the exception's class) and ``duration`` (the attempt's seconds) on a line about a failed attempt, and
     ``exception`` (the traceback) when there is one. What a job declares secret is masked
     (:func:`pgqueue.redaction.redact_record`)."""
 
@@ -336,7 +341,7 @@ class JsonFormatter(logging.Formatter):
         line: dict[str, object] = {
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
-        for name in JOB_FIELDS:
+        for name in (*JOB_FIELDS, *FAILURE_FIELDS):
             if name in record.__dict__:
                 line[name] = record.__dict__[name]
         if record.exc_info and not record.exc_text:

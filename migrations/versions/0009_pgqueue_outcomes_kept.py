@@ -22,6 +22,16 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0009.sql".
 UPGRADE = (
     "revisions/0009/upgrade.sql",
+    # issue 29: workers
+    "functions/register_worker/0009.sql",
+    "functions/refresh_worker/0009.sql",
+    "functions/deregister_worker/0009.sql",
+    # issue 29: search and bulk actions
+    "functions/jobs_matching/0009.sql",
+    "functions/cancel_matching/0009.sql",
+    "functions/delete_matching/0009.sql",
+    "functions/retry_failed_matching/0009.sql",
+    "functions/forget_failed_matching/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision

@@ -55,6 +55,7 @@ class Options:
     count_cap: int = 200
     failed_count_cap: int = 2_000
     sample_pages: int = 300
+    exact_pages: int = 2_000
     page_size: int = 50
     scan_limit: int = 10_000
     refresh_seconds: float = 2.0

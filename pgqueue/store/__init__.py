@@ -20,7 +20,8 @@ domain, each in its module:
 - :mod:`~pgqueue.store.control`: queue controls and status;
 - :mod:`~pgqueue.store.maintenance`: table statistics, VACUUM, pruning;
 - :mod:`~pgqueue.store.history`: ``pgqueue.job_stats`` read as rows, windows and buckets;
-- :mod:`~pgqueue.store.dashboard`: the dashboard's bounded reads;
+- :mod:`~pgqueue.store.dashboard`: the dashboard's bounded reads, its search and bulk actions;
+- :mod:`~pgqueue.store.workers`: the workers registry, ``pgqueue.workers``;
 - :mod:`~pgqueue.store.testing`: the stored jobs as ``pgqueue.testing`` asserts on them;
 - :mod:`~pgqueue.store.migrations`: ``pgqueue.migrate``'s alembic bookkeeping (functions).
 
@@ -35,7 +36,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.store.control import CancelOutcome, ControlStatements, QueueControl, QueueStats, queue_stats_on
-from pgqueue.store.dashboard import DashboardStatements, Listener, QueueCounts, ScannedPage
+from pgqueue.store.dashboard import DashboardStatements, FailureSearch, JobSearch, Listener, QueueCounts, ScannedPage
 from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DispatchStatements, UniqueDispatch
 from pgqueue.store.failed import FailedStatements, record_failure_on
 from pgqueue.store.history import HistoryStatements, JobStatsRow, Throughput, ThroughputBucket
@@ -67,10 +68,12 @@ from pgqueue.store.reservation import (
 )
 from pgqueue.store.schedules import ScheduleRow, ScheduleState, ScheduleStatements
 from pgqueue.store.testing import DispatchedJob, TestingStatements, dispatched_jobs_on_sync
+from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatements
 
 
 class Store(DispatchStatements, ScheduleStatements, ReservationStatements, FailedStatements, ControlStatements,
-            MaintenanceStatements, HistoryStatements, DashboardStatements, TestingStatements):
+            MaintenanceStatements, HistoryStatements, DashboardStatements, TestingStatements,
+            WorkerStatements):
     """Typed access to pgqueue's tables through one connection pool (autocommit connections)."""
 
     __slots__ = ("_pool",)
@@ -84,11 +87,14 @@ __all__ = [
     "AckBatch",
     "CancelOutcome",
     "DispatchedJob",
+    "FailureSearch",
+    "JobSearch",
     "JobStatsRow",
     "Listener",
     "QueueControl",
     "QueueCounts",
     "QueueStats",
+    "RegisteredWorker",
     "Reservation",
     "ScannedPage",
     "ScheduleRow",
@@ -98,6 +104,7 @@ __all__ = [
     "Throughput",
     "ThroughputBucket",
     "UniqueDispatch",
+    "WorkerIdentity",
     "ack_in_transaction",
     "ack_in_transaction_sync",
     "alembic_own_versions",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
+
+from psycopg.types.json import Jsonb
 
 from pgqueue.resources import query
 from pgqueue.store.errors import storage_errors
@@ -61,6 +63,43 @@ class Listener:
     connected_seconds: float
     state: str | None
     state_change: datetime | None
+
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """The dashboard's search of live jobs (``pgqueue.jobs_matching``); None: any."""
+
+    queue: str | None = None
+    #: A part of the job name, case-insensitive.
+    name: str | None = None
+    #: What the args must contain (jsonb containment).
+    args: dict[str, Any] | None = None
+    #: ready, delayed, reserved or expired.
+    state: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The statement parameters."""
+        return {"queue": self.queue, "name": self.name, "args": None if self.args is None else Jsonb(self.args),
+                "state": self.state, "since": self.since, "until": self.until}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureSearch:
+    """The dashboard's filters of failed jobs (queue, exact job name, reason, failed_at range); None: any."""
+
+    queue: str | None = None
+    name: str | None = None
+    reason: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The statement parameters."""
+        return {"queue": self.queue, "name": self.name, "reason": self.reason, "since": self.since,
+                "until": self.until}
 
 
 def _scanned_page(rows: list[dict[str, Any]], last_columns: tuple[str, ...]) -> ScannedPage:
@@ -150,3 +189,53 @@ class DashboardStatements(Pooled):
         """The sessions listening on pgqueue's channel (running workers), longest connected first."""
         with storage_errors("listing listening workers"):
             return [Listener(*row) for row in await self._rows("dashboard_workers")]
+
+    # Search and bulk actions (bounded batches), table sizes, queues with history.
+    async def table_pages(self) -> dict[str, int]:
+        """The size in pages of ``jobs`` and ``failed_jobs`` (what an exact count of either reads)."""
+        with storage_errors("reading table sizes"):
+            rows = await self._rows("dashboard_table_pages")
+        pages = {"jobs": 0, "failed_jobs": 0}
+        pages.update({str(name): int(n) for name, n in rows})
+        return pages
+
+    async def jobs_search(self, search: JobSearch, *, after: uuid.UUID | None, scan: int, limit: int) -> ScannedPage:
+        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``."""
+        params = {**search.params(), "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
+        with storage_errors("searching jobs"):
+            rows = await self._dicts("dashboard_jobs_search", params)
+        return _scanned_page(rows, ("last_id",))
+
+    async def jobs_matching_count(self, search: JobSearch, cap: int) -> tuple[int, int]:
+        """How many live jobs match ``search`` (up to ``cap + 1``) and how many of those are reserved."""
+        with storage_errors("counting the jobs that match"):
+            row = await self._row("jobs_matching_count", {**search.params(), "cap": cap})
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def failed_matching_count(self, search: FailureSearch, cap: int) -> tuple[int, int]:
+        """How many failures match ``search`` (up to ``cap + 1``) and how many of those may be retried."""
+        with storage_errors("counting the failures that match"):
+            row = await self._row("failed_matching_count", {**search.params(), "cap": cap})
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def jobs_bulk(self, action: Literal["cancel", "delete"], search: JobSearch, ids: list[uuid.UUID] | None,
+                        batch: int) -> int:
+        """One bounded batch: cancel (``cancel_matching``) or delete (``delete_matching``, waiting jobs
+        only) at most ``batch`` jobs matching ``search`` (and among ``ids`` if given); how many."""
+        statement = "cancel_matching" if action == "cancel" else "delete_matching"
+        with storage_errors(f"{'cancelling' if action == 'cancel' else 'deleting'} the jobs that match"):
+            return int(await self._value(statement, {**search.params(), "ids": ids, "batch": batch}) or 0)
+
+    async def failed_bulk(self, action: Literal["retry", "forget"], search: FailureSearch, batch: int) -> int:
+        """One bounded batch: retry (``retry_failed_matching``) or forget (``forget_failed_matching``)
+        at most ``batch`` failures matching ``search``; how many."""
+        statement = "retry_failed_matching" if action == "retry" else "forget_failed_matching"
+        with storage_errors(f"{'retrying' if action == 'retry' else 'forgetting'} the failures that match"):
+            return int(await self._value(statement, {**search.params(), "batch": batch}) or 0)
+
+    async def history_queues(self, minutes: int) -> list[str]:
+        """The queues with outcomes in ``job_stats`` in the last ``minutes`` minutes, by name."""
+        with storage_errors("listing the queues with history"):
+            return [str(row[0]) for row in await self._rows("dashboard_history_queues", {"minutes": minutes})]

@@ -69,11 +69,12 @@ class ThroughputBucket:
     succeeded: int
     failed: int
     retried: int
+    cancelled: int = 0
 
     @property
     def total(self) -> int:
-        """Every outcome of the bucket (succeeded + failed + retried)."""
-        return self.succeeded + self.failed + self.retried
+        """Every outcome of the bucket (succeeded + failed + retried + cancelled)."""
+        return self.succeeded + self.failed + self.retried + self.cancelled
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,29 @@ from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
 
 logger = logging.getLogger("pgqueue.worker")
 
+#: The last lines of a traceback a failure's log line carries, each cut at TRACEBACK_WIDTH characters
+#: (the whole traceback is in failed_jobs; the message is on the line already).
+TRACEBACK_LINES = 8
+TRACEBACK_WIDTH = 240
+
+
+def trimmed(trace: str | None) -> str:
+    """The end of a traceback for a log line: a newline and its last :data:`TRACEBACK_LINES` lines
+    (where it was raised and the exception), "" without one."""
+    if not trace:
+        return ""
+    lines = trace.rstrip().splitlines()
+    if len(lines) > TRACEBACK_LINES:
+        lines = [f"  ({len(lines) - TRACEBACK_LINES} traceback lines above omitted)", *lines[-TRACEBACK_LINES:]]
+    return "\n" + "\n".join(line if len(line) <= TRACEBACK_WIDTH else line[:TRACEBACK_WIDTH] + " …"
+                             for line in lines)
+
+
+def ran(duration: float | None) -> str:
+    """An attempt's duration as a log line says it."""
+    return "?" if duration is None else f"{duration:.3f}s"
+
+
 #: ``scope(context)``: an async context manager entered around each execution.
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
 
@@ -339,10 +362,12 @@ class Executor:
                     logger.warning("pgqueue: job %s attempt %d failed and its lease was already lost",
                                    context.id, attempts, extra=context.log_fields())
                     return Outcome.LOST
-                logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs",
-                               context.id, envelope.name, attempts, context.tries,
-                               type(error).__name__, message, delay,
-                               extra=log_fields(context.log_fields(), envelope.name, envelope.args))
+                exception, _, trace = describe(error, message)
+                logger.warning("pgqueue: job %s (%s) attempt %d/%d failed: %s: %s; retrying in %.2fs (the attempt "
+                               "ran %s)%s", context.id, envelope.name, attempts, context.tries,
+                               exception, message, delay, ran(duration), trimmed(trace),
+                               extra=log_fields({**context.log_fields(), "error": exception,
+                                                 "duration": duration}, envelope.name, envelope.args))
                 return Outcome.RELEASED
         context.claim_decision("failed")
         return await self._fail(context.id, context.token, attempts, error, "exception", name=envelope.name,
@@ -380,8 +405,12 @@ class Executor:
             logger.warning("pgqueue: job %s failed but its lease was already lost; nothing recorded", job_id,
                            extra=fields)
             return Outcome.LOST
-        logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s", job_id, name,
-                     attempts, reason, exception, message, extra=fields)
+        # The worker's own decisions (unknown job, bad payload) have no handler traceback to show.
+        shown = trimmed(stored_trace) if reason == "exception" else ""
+        logger.error("pgqueue: job %s (%s) failed after %d attempt(s) [%s]: %s: %s%s%s", job_id, name,
+                     attempts, reason, exception, message,
+                     "" if duration is None else f" (the last attempt ran {ran(duration)})", shown,
+                     extra={**fields, "error": exception, "duration": duration})
         return Outcome.FAILED
 
     async def _give_back(self, context: JobContext, envelope: Envelope, duration: float,

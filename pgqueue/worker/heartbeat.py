@@ -6,10 +6,13 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pgqueue.store import Store
 from pgqueue.store.errors import DATABASE_ERRORS
+
+if TYPE_CHECKING:
+    from pgqueue.worker.registry import Registry
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -51,8 +54,10 @@ class Heartbeat:
     row may fail before a handler is stopped.
     """
 
-    def __init__(self, store: Store, *, lease: float, period: float) -> None:
+    def __init__(self, store: Store, *, lease: float, period: float, registry: Registry | None = None) -> None:
         self._store = store
+        #: The worker's row of pgqueue.workers, refreshed every tick (issue 29); ticks then run when idle too.
+        self.registry = registry
         self.lease = lease
         self.period = period
         self._held: dict[Leased, None] = {}
@@ -81,11 +86,13 @@ class Heartbeat:
     async def run(self) -> None:
         """Tick until cancelled."""
         while True:
-            if not self._held:
+            if not self._held and self.registry is None:
                 self._holding.clear()
                 await self._holding.wait()
             await asyncio.sleep(self.period)
             await self.tick()
+            if self.registry is not None:  # after the renewal, which must not wait for it
+                await self.registry.refresh([c.id for c in self._held if not c.finished])
 
     async def tick(self) -> None:
         """Renew every held lease now (one statement)."""

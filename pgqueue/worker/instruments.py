@@ -152,7 +152,7 @@ class Recorder(Instruments):
 
     __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
                  "depth_sampled_at", "durations", "job_names", "latencies", "leases_lost", "max_job_names",
-                 "max_queues", "queues", "transient_errors")
+                 "max_queues", "queues", "transient_errors", "worker")
 
     def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
                  max_job_names: int = MAX_JOB_NAMES) -> None:
@@ -178,6 +178,8 @@ class Recorder(Instruments):
         #: The last queue depth sample (queue -> {state: value}) and its Unix time (None: none taken).
         self.depth: dict[str, dict[str, float]] = {}
         self.depth_sampled_at: float | None = None
+        #: Who the worker recording here is (its pgqueue.workers identity, as label values), once it is set.
+        self.worker: dict[str, str] | None = None
 
     def batch(self, size: int) -> None:
         self.batch_sizes.observe(size)
@@ -240,4 +242,5 @@ class Recorder(Instruments):
             "depth": self.depth,
             "depth_sampled_at": self.depth_sampled_at,
             "folded": {"queue": self.queues.folded, "job_name": self.job_names.folded},
+            "workers": [] if self.worker is None else [self.worker],
         }

@@ -33,6 +33,7 @@ from pgqueue.worker.maintenance import Maintenance
 from pgqueue.worker.notifier import Notifier
 from pgqueue.worker.options import WorkerKeywords, WorkerOptions, default_prefetch, sessions
 from pgqueue.worker.outcomes import Outcomes, WorkerStats, log, reporter
+from pgqueue.worker.registry import Registry
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
 from pgqueue.worker.services import Services
 
@@ -65,11 +66,12 @@ class Worker:
         self.poll_interval = float(options.poll_interval)
         self.drain_timeout = options.drain_timeout
         self.lease = self._lease(options.lease)
+        #: This worker's row of pgqueue.workers, refreshed by the heartbeat (or on its own when off).
+        self.registry = self._registry()
         #: The lease heartbeat (None when off).
         self.heartbeat = self._heartbeat(options.heartbeat)
         where = sessions(config, options, dsn)
-        self.listen = where.listen
-        self.listen_dsn = where.direct_dsn
+        self.listen, self.listen_dsn = where.listen, where.direct_dsn
         self.stats = WorkerStats()
         #: What the worker reports for metrics (the default does nothing).
         self.instruments = options.instruments or Instruments()
@@ -77,8 +79,7 @@ class Worker:
         self.outcomes = Outcomes(self.stats.count, log)
         if type(self.instruments) is not Instruments:  # the default records nothing: not called at all
             self.outcomes.subscribe(reporter(self.instruments))
-        #: The rooms: the completer owns every ack, the executor runs a reservation, the fetcher
-        #: reserves and starts executions.
+        #: The rooms: the completer owns every ack, the executor runs one, the fetcher reserves.
         self.completer = Completer(self.store, flush_interval=options.ack_flush_interval,
                                    batch_size=options.ack_batch_size, outcomes=self.outcomes,
                                    keep_completed=options.keep_completed is not None, instruments=self.instruments)
@@ -135,15 +136,24 @@ class Worker:
         if not isinstance(self.instruments, Recorder):
             return None
         self.instruments.acks_pending = lambda: self.completer.pending
+        who = self.registry.identity
+        self.instruments.worker = {
+            "worker_id": str(who.id), "host": who.host, "pid": str(who.pid), "version": who.version,
+            "queues": ",".join(who.queues), "concurrency": str(who.concurrency), "prefetch": str(who.prefetch)}
         if not self.options.metrics_interval:
             return None
         return DepthSampler(direct_dsn, self.instruments, interval=self.options.metrics_interval)
+
+    def _registry(self) -> Registry:
+        return Registry(self.store, queues=self.queues, concurrency=self.concurrency, prefetch=self.prefetch,
+                        period=(self.lease - self.config.lease_margin) / 3)
 
     def _heartbeat(self, wanted: bool | None) -> Heartbeat | None:
         """The lease heartbeat (``wanted`` None: the connection's setting), or None when off."""
         config = self.config
         if config.heartbeat if wanted is None else wanted:
-            return Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3)
+            return Heartbeat(self.store, lease=self.lease, period=(self.lease - config.lease_margin) / 3,
+                             registry=self.registry)
         if config.heartbeat:
             logger.info("pgqueue: lease heartbeat off on connection %r, whose jobs may have timeouts longer than "
                         "the lease: a handler that does not call context.extend() is stopped %gs before its "
@@ -204,11 +214,15 @@ class Worker:
         """
         if max_jobs is not None and max_jobs < 1:
             raise QueueConfigurationError(f"max_jobs must be >= 1, got {max_jobs!r}")
+        # Before any task starts, so that a cancellation here leaves nothing running (never raises).
+        await self.registry.register()
         listening = (self.notifier, self.cancellations) if self.notifier is not None else ()
+        # The heartbeat refreshes the registry's row; with the heartbeat off, the registry does.
+        refresher = self.registry if self.heartbeat is None else None
         cancelled = False
         async with Services() as services:
-            services.start(self.completer, *listening, self.maintenance, self.heartbeat, self.scheduler,
-                           self.depth_sampler)
+            services.start(self.completer, *listening, self.maintenance, self.heartbeat, refresher,
+                           self.scheduler, self.depth_sampler)
             try:
                 await self._warn_about_unknown_queues()
                 await self.fetcher.run(stop_when_empty, max_jobs)
@@ -221,7 +235,8 @@ class Worker:
                 # then the LISTEN ends, and the completer last, once every ack is answered.
                 await services.stop(self.scheduler, self.depth_sampler, self.maintenance)
                 await self._drain()
-                await services.stop(self.heartbeat)
+                await services.stop(self.heartbeat, refresher)
+                await self.registry.deregister()
                 # Threads still running a handler that ignored ``context.cancelled`` are left to
                 # finish; nothing waits for them here.
                 self.executor.shutdown()

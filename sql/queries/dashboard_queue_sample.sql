@@ -4,6 +4,8 @@
 -- size). Every row carries the sampled percentage (a single row of nulls besides it when the sample
 -- saw no job): a count divided by percent / 100 estimates the table's. The size in pages is read
 -- from the relation itself, so it is current even before the first ANALYZE.
+-- REPEATABLE: the same pages while the table is unchanged, so an unchanging backlog shows an
+-- unchanging estimate instead of one that jitters with every refresh.
 with sample as (
     select least(100.0, 100.0 * %(pages)s
                  / greatest(pg_relation_size('pgqueue.jobs') / current_setting('block_size')::bigint, 1))::real
@@ -17,7 +19,7 @@ left join lateral (
            count(*) filter (where s.token is null and s.available_at > now())      as delayed,
            count(*) filter (where s.token is not null and s.available_at > now())  as reserved,
            count(*) filter (where s.token is not null and s.available_at <= now()) as expired
-    from pgqueue.jobs s tablesample system (sample.percent)
+    from pgqueue.jobs s tablesample system (sample.percent) repeatable (29)
     group by s.queue
 ) g on true
 order by g.queue

@@ -7,7 +7,8 @@ with counted as (
     select floor(extract(epoch from s.minute - (date_trunc('minute', now()) + interval '1 minute'
                                                  - make_interval(mins => %(span)s::integer)))
                  / (60 * %(bucket)s::integer))::integer as i,
-           sum(s.succeeded) as succeeded, sum(s.failed) as failed, sum(s.retried) as retried
+           sum(s.succeeded) as succeeded, sum(s.failed) as failed, sum(s.retried) as retried,
+           sum(s.cancelled) as cancelled
     from pgqueue.job_stats s
     where s.minute >= date_trunc('minute', now()) + interval '1 minute' - make_interval(mins => %(span)s::integer)
       and s.minute < date_trunc('minute', now()) + interval '1 minute'
@@ -18,7 +19,8 @@ select date_trunc('minute', now()) + interval '1 minute'
          - make_interval(mins => %(span)s::integer) + make_interval(mins => g.i * %(bucket)s::integer) as start,
        %(bucket)s::integer as minutes,
        coalesce(c.succeeded, 0)::bigint as succeeded, coalesce(c.failed, 0)::bigint as failed,
-       coalesce(c.retried, 0)::bigint as retried
+       coalesce(c.retried, 0)::bigint as retried,
+       coalesce(c.cancelled, 0)::bigint as cancelled
 from generate_series(0, %(span)s::integer / %(bucket)s::integer - 1) as g(i)
 left join counted c on c.i = g.i
 order by g.i

@@ -141,6 +141,22 @@ alter function pgqueue.resume(text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.set_limits(text, integer, integer, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 29: workers
+alter function pgqueue.register_worker(uuid, text, integer, text[], integer, integer, text, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.refresh_worker(uuid, uuid[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.deregister_worker(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+-- issue 29: search and bulk actions
+alter function pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.retry_failed_matching(text, text, text, timestamptz, timestamptz, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.forget_failed_matching(text, text, text, timestamptz, timestamptz, integer)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -171,7 +187,11 @@ grant execute on function
     pgqueue.next_due(text[]),
     pgqueue.snooze(uuid, bigint, double precision),
     pgqueue.schedule_state(text[]),
-    pgqueue.enqueue_tick(text, timestamp with time zone)
+    pgqueue.enqueue_tick(text, timestamp with time zone),
+    -- issue 29: workers
+    pgqueue.register_worker(uuid, text, integer, text[], integer, integer, text, double precision),
+    pgqueue.refresh_worker(uuid, uuid[]),
+    pgqueue.deregister_worker(uuid)
 to pgqueue_worker;
 
 grant execute on function
@@ -183,7 +203,13 @@ grant execute on function
     pgqueue.cancel(uuid),
     pgqueue.pause(text),
     pgqueue.resume(text),
-    pgqueue.set_limits(text, integer, integer, double precision, integer)
+    pgqueue.set_limits(text, integer, integer, double precision, integer),
+    -- issue 29: search and bulk actions
+    pgqueue.jobs_matching(pgqueue.jobs, text, text, jsonb, text, timestamptz, timestamptz),
+    pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer),
+    pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer),
+    pgqueue.retry_failed_matching(text, text, text, timestamptz, timestamptz, integer),
+    pgqueue.forget_failed_matching(text, text, text, timestamptz, timestamptz, integer)
 to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
 -- Per-queue counts only (no job data): a worker with metrics samples the queue depths from it.
@@ -192,3 +218,5 @@ grant select on pgqueue.queue_stats to pgqueue_worker;
 grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgqueue_operator;
 -- The history (counts and timings only; completed_jobs holds args: operators only).
 grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;
+-- issue 29: the registered workers (hosts, pids, queues, held job ids: no job data).
+grant select on pgqueue.workers to pgqueue_operator;

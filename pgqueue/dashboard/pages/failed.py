@@ -12,7 +12,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueError, QueueRetryError
-from pgqueue.dashboard.core import Dashboard, NavItem, text_filters
+from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
+from pgqueue.dashboard.counting import count_queues
+from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, failure_search
+from pgqueue.store import FailureSearch
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
 
@@ -20,6 +23,11 @@ NAV = NavItem("Failed jobs", "/failed", "failed")
 # test compares the two, so a reason a revision adds is offered here too.
 REASONS = ("exception", "attempts_exhausted", "deadline_passed", "lease_expired_after_final_attempt",
            "payload_invalid", "unknown_job", "failed_by_handler", "cancelled")
+#: What "all matching" can do, as the confirmation says it.
+BULK_ACTIONS = {
+    "retry": "Retry: each failure still within its deadline is put back on its queue (same job id and args).",
+    "forget": "Forget: the failure records are deleted; this cannot be undone.",
+}
 # How many failures one "retry selected" may name: one page's worth, with room to spare.
 MAX_SELECTED = 500
 
@@ -101,10 +109,12 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             searched_only = True
         # The list shows no args, but a message may quote a masked one.
         rows = dash.masked_failures(rows)
+        total = (await count_queues(dash)).of(filters["queue"] or None)["failed"]
         return dash.render(
             request, "failed.html", page="failed", rows=rows, filters=filters, reasons=REASONS, reason=reason,
             problems=problems, next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
-            first_page=after is None, estimates=await store.table_estimates(), here=str(request.url.path) + (
+            first_page=after is None, total=total,
+            here=str(request.url.path) + (
                 f"?{request.url.query}" if request.url.query else ""),
         )
 
@@ -129,8 +139,57 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
             history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
+            given=request.query_params.get("given"),
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )
+
+    def bulk_filters(params: Any, problems: list[str]) -> tuple[FailureSearch, dict[str, str]]:
+        filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
+                                        "until": "'to'"}, problems)
+        reason = filters["reason"] or None
+        if reason is not None and reason not in REASONS:
+            problems.append(f"unknown reason {reason!r}; it was ignored")
+            reason = None
+        return failure_search(filters, reason, problems), filters
+
+    async def bulk_confirm(request: Request) -> Response:
+        # Step one of "all matching": the count, and a form that confirms it (step two, POST).
+        problems: list[str] = []
+        search, filters = bulk_filters(request.query_params, problems)
+        action = request.query_params.get("action")
+        if action not in BULK_ACTIONS:
+            problems.append(f"unknown bulk action {action!r} (retry or forget)")
+            action = None
+        matching, retryable = await (await dash.store()).failed_matching_count(search, COUNT_CAP)
+        kept = {k: v for k, v in filters.items() if v}
+        return dash.render(request, "bulk.html", page="failed", what="failures", action=action, problems=problems,
+                           matching=matching, held=retryable, cap=COUNT_CAP, limit=BULK_LIMIT, kept=kept,
+                           describe=BULK_ACTIONS.get(action or "", ""), post=url(request, "failed_bulk"),
+                           back=url(request, "failed", **kept))
+
+    async def bulk(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            problems: list[str] = []
+            search, _ = bulk_filters(form, problems)
+            action = form.get("action")
+            if problems:
+                raise QueueRetryError("; ".join(problems) + "; nothing was changed")
+            if action not in ("retry", "forget"):
+                raise QueueRetryError(f"unknown bulk action {action!r} (retry or forget); nothing was changed")
+            store = await dash.store()
+            done = 0
+            while done < BULK_LIMIT:
+                count = await store.failed_bulk("retry" if action == "retry" else "forget", search, BATCH)
+                done += count
+                if count < BATCH:
+                    break
+            note = f"{'retried' if action == 'retry' else 'forgot'} {done:,} failure{'' if done == 1 else 's'}"
+            if action == "retry":
+                note += " (failures past their deadline, or whose job is queued again, are left)"
+            if done >= BULK_LIMIT:
+                note += f"; at most {BULK_LIMIT:,} per click: more may match, run it again"
+            return note
+        return await dash.action(request, run)
 
     async def retry_one(request: Request) -> Response:
         async def run(form: FormData) -> str:
@@ -197,6 +256,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         Route("/failed/retry-selected", retry_selected, methods=["POST"], name="failed_retry_selected"),
         Route("/failed/forget-selected", forget_selected, methods=["POST"], name="failed_forget_selected"),
         Route("/failed/flush", flush, methods=["POST"], name="failed_flush"),
+        Route("/failed/bulk", bulk_confirm, name="failed_bulk_confirm"),
+        Route("/failed/bulk", bulk, methods=["POST"], name="failed_bulk"),
         Route("/failed/{failure_id}", detail, name="failure"),
         Route("/failed/{failure_id}/retry", retry_one, methods=["POST"], name="failure_retry"),
         Route("/failed/{failure_id}/forget", forget_one, methods=["POST"], name="failure_forget"),

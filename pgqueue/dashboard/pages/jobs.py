@@ -4,6 +4,7 @@ cancel ready, delayed and running jobs (``Client.cancel``: a running handler is 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -12,6 +13,9 @@ from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueConfigurationError
 from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
+from pgqueue.dashboard.counting import count_queues
+from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, STATES, is_narrowed, job_search
+from pgqueue.store import JobSearch
 
 NAV = NavItem("Jobs", "/jobs", "jobs")
 
@@ -25,20 +29,70 @@ OUTCOMES = {
 }
 
 
+#: What "all matching" can do, as the confirmation says it.
+BULK_ACTIONS = {
+    "cancel": "Cancel: waiting jobs are removed, running ones stopped by their workers; each is recorded in failed "
+              "jobs with reason cancelled (and can be retried from there).",
+    "delete": "Delete: waiting jobs are removed for good, recorded nowhere; jobs a worker holds are left (cancel "
+              "them instead).",
+}
+#: How many jobs one "selected" action may name: a page's worth, with room to spare.
+MAX_SELECTED = 500
+
+
+def selected_ids(form: FormData) -> list[uuid.UUID]:
+    """The job ids ticked in the list, every one checked before any is acted on."""
+    values = form.getlist("id")
+    if not values:
+        raise QueueConfigurationError("no job was selected; tick the ones to act on")
+    if len(values) > MAX_SELECTED:
+        raise QueueConfigurationError(f"select at most {MAX_SELECTED} jobs at once; nothing was changed")
+    ids = []
+    for value in values:
+        try:
+            ids.append(uuid.UUID(str(value)))
+        except ValueError:
+            raise QueueConfigurationError(f"{value!r} is not a job id; nothing was changed") from None
+    return ids
+
+
+async def batches(step: Callable[[], Awaitable[int]]) -> int:
+    """Run a bulk function's batches (each a short transaction) until one comes back short or
+    :data:`BULK_LIMIT` rows were handled; how many were."""
+    done = 0
+    while done < BULK_LIMIT:
+        count = await step()
+        done += count
+        if count < BATCH:
+            break
+    return done
+
+
 def routes(dash: Dashboard) -> list[BaseRoute]:
     """``/jobs`` (search) and ``/jobs/{job_id}`` (one job, live or only in failed_jobs)."""
+
+    async def place_of(request: Request, ident: uuid.UUID) -> str:
+        """Where an id pasted into "Job id" is shown: its job, or the failure it names (the id that
+        ``queue:failed`` prints), said on that page; an unknown id goes to the job page (a 404)."""
+        store = await dash.store()
+        if await store.job_find(ident) is None and not await store.job_failures(ident, 1) \
+                and await store.failed_find(ident) is not None:
+            return url(request, "failure", {"failure_id": ident}, given="failure")
+        return url(request, "job", {"job_id": ident})
 
     async def listing(request: Request) -> Response:
         params = request.query_params
         problems: list[str] = []
-        filters = text_filters(params, {"id": "job id", "queue": "queue", "name": "job name"}, problems)
-        if filters["id"]:
+        ident = text_filters(params, {"id": "job id"}, problems)["id"]
+        if ident:
             try:
-                job_id = uuid.UUID(filters["id"])
+                job_id = uuid.UUID(ident)
             except ValueError:
-                problems.append(f"{filters['id']!r} is not a job id (a UUID); showing the search instead")
+                problems.append(f"{ident!r} is not a job id (a UUID); showing the search instead")
             else:
-                return RedirectResponse(url(request, "job", {"job_id": job_id}), status_code=303)
+                return RedirectResponse(await place_of(request, job_id), status_code=303)
+        search, filters = job_search(params, problems)
+        filters["id"] = ident
         after = None
         if params.get("after"):
             try:
@@ -46,10 +100,10 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             except ValueError:
                 problems.append("the page position in the address is malformed; showing the newest jobs")
         size = dash.options.page_size
-        narrowing = bool(filters["queue"] or filters["name"])
+        narrowing = is_narrowed(search)
         store = await dash.store()
-        page = await store.jobs_page(queue=filters["queue"] or None, name=filters["name"] or None, after=after,
-                                     scan=dash.options.scan_limit if narrowing else size + 1, limit=size + 1)
+        page = await store.jobs_search(search, after=after, scan=dash.options.scan_limit if narrowing else size + 1,
+                                       limit=size + 1)
         rows = page.rows[:size]
         next_cursor = None
         searched_only = False
@@ -58,10 +112,55 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         elif narrowing and page.scanned >= dash.options.scan_limit and page.last is not None:
             next_cursor = str(page.last[0])
             searched_only = True
+        # The overview's count of the table (or of the queue), so the two pages agree.
+        total = (await count_queues(dash)).of(search.queue)["jobs"]
+        kept = {k: v for k, v in filters.items() if k != "id" and v}
         return dash.render(request, "jobs.html", page="jobs", rows=rows, filters=filters, problems=problems,
                            next_cursor=next_cursor, searched_only=searched_only, scanned=page.scanned,
-                           first_page=after is None, estimates=await store.table_estimates(),
+                           first_page=after is None, total=total, states=STATES, kept=kept,
+                           narrowing=narrowing,
                            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
+
+    async def bulk_confirm(request: Request) -> Response:
+        # Step one of "all matching": the count, and a form that confirms it (step two, POST).
+        problems: list[str] = []
+        search, filters = job_search(request.query_params, problems)
+        action = request.query_params.get("action")
+        if action not in BULK_ACTIONS:
+            problems.append(f"unknown bulk action {action!r} (cancel or delete)")
+            action = None
+        matching, reserved = await (await dash.store()).jobs_matching_count(search, COUNT_CAP)
+        kept = {k: v for k, v in filters.items() if v}
+        return dash.render(request, "bulk.html", page="jobs", what="jobs", action=action, problems=problems,
+                           matching=matching, held=reserved, cap=COUNT_CAP, limit=BULK_LIMIT, kept=kept,
+                           describe=BULK_ACTIONS.get(action or "", ""), narrowed=is_narrowed(search),
+                           post=url(request, "jobs_bulk"), back=url(request, "jobs", **kept))
+
+    async def bulk(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            problems: list[str] = []
+            search, _ = job_search(form, problems)
+            action = form.get("action")
+            if problems:
+                raise QueueConfigurationError("; ".join(problems) + "; nothing was changed")
+            if action not in ("cancel", "delete"):
+                raise QueueConfigurationError(f"unknown bulk action {action!r} (cancel or delete); nothing was changed")
+            ids = None
+            if form.getlist("id"):
+                ids = selected_ids(form)
+            done = await batches(lambda: store_bulk(action, search, ids))
+            verb = "cancelled" if action == "cancel" else "deleted"
+            note = f"{verb} {done:,} job{'' if done == 1 else 's'}"
+            if done >= BULK_LIMIT:
+                note += f" (at most {BULK_LIMIT:,} per click: more may match, run it again)"
+            if action == "delete":
+                note += "; jobs a worker holds are not deleted (cancel them)"
+            return note
+        return await dash.action(request, run)
+
+    async def store_bulk(action: str, search: JobSearch, ids: list[uuid.UUID] | None) -> int:
+        store = await dash.store()
+        return await store.jobs_bulk("cancel" if action == "cancel" else "delete", search, ids, BATCH)
 
     async def detail(request: Request) -> Response:
         try:
@@ -73,9 +172,21 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         row = await store.job_find(job_id)
         failures = await store.job_failures(job_id, 20)
         if row is None and not failures:
+            if await store.failed_find(job_id) is not None:  # a failure's id, pasted into the address
+                return RedirectResponse(url(request, "failure", {"failure_id": job_id}, given="failure"),
+                                        status_code=303)
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
-        envelope, _ = dash.redactor.envelope(row["envelope"] if row else None)
+        if row is not None:
+            envelope, _ = dash.redactor.envelope(row["envelope"])
+        else:
+            # The job is only in failed_jobs: its name and args are those of its latest failure.
+            latest = await store.failed_find(failures[0]["id"])
+            envelope, _ = dash.redactor.envelope(latest["envelope"] if latest else None)
+        name = envelope.get("name") if isinstance(envelope, dict) else None
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
+                           name=str(name) if name else None,
+                           args=envelope.get("args") if isinstance(envelope, dict) else None,
+                           masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
                            failures=dash.masked_failures(failures))
 
     async def cancel_one(request: Request) -> Response:
@@ -87,14 +198,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def cancel_selected(request: Request) -> Response:
         async def run(form: FormData) -> str:
-            ids = []
-            for value in form.getlist("id"):
-                try:  # every id checked before any is cancelled
-                    ids.append(uuid.UUID(str(value)))
-                except ValueError:
-                    raise QueueConfigurationError(f"{value!r} is not a job id; nothing was cancelled") from None
-            if not ids:
-                raise QueueConfigurationError("no job was selected; tick the ones to cancel")
+            ids = selected_ids(form)
             outcomes = [await dash.client.cancel(job_id, connection=dash.options.connection) for job_id in ids]
             done = sum(o in ("cancelled", "cancelled_running") for o in outcomes)
             running = outcomes.count("cancelled_running")
@@ -106,9 +210,22 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
+    async def delete_selected(request: Request) -> Response:
+        async def run(form: FormData) -> str:
+            ids = selected_ids(form)
+            done = await (await dash.store()).jobs_bulk("delete", JobSearch(), ids, min(len(ids), BATCH))
+            note = f"deleted {done} of {len(ids)} selected jobs"
+            if done < len(ids):
+                note += f"; {len(ids) - done} were held by a worker (cancel those) or were gone already"
+            return note
+        return await dash.action(request, run)
+
     return [
         Route("/jobs", listing, name="jobs"),
         Route("/jobs/cancel-selected", cancel_selected, methods=["POST"], name="jobs_cancel_selected"),
+        Route("/jobs/delete-selected", delete_selected, methods=["POST"], name="jobs_delete_selected"),
+        Route("/jobs/bulk", bulk_confirm, name="jobs_bulk_confirm"),
+        Route("/jobs/bulk", bulk, methods=["POST"], name="jobs_bulk"),
         Route("/jobs/{job_id}", detail, name="job"),
         Route("/jobs/{job_id}/cancel", cancel_one, methods=["POST"], name="job_cancel"),
     ]

@@ -14,16 +14,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pgqueue.dashboard.core import Dashboard, NavItem
+from pgqueue.dashboard.core import Dashboard, NavItem, format_when
+from pgqueue.dashboard.counting import count_queues
 from pgqueue.dashboard.pages.queues import rate_text
-from pgqueue.store import QueueCounts, ThroughputBucket
+from pgqueue.store import ThroughputBucket
 
 NAV = NavItem("Overview", "/", "overview")
-STATES = ("ready", "delayed", "reserved", "expired")
 # The throughput chart's ranges: (label, span in minutes, bucket in minutes), aggregated in SQL.
 RANGES = {"hour": ("last hour", 60, 1), "day": ("last day", 1440, 15)}
 CHART_WIDTH, CHART_HEIGHT = 720, 140
-OUTCOMES = (("succeeded", "#2f855a"), ("retried", "#d69e2e"), ("failed", "#c53030"))
+OUTCOMES = (("succeeded", "#2f855a"), ("retried", "#d69e2e"), ("failed", "#c53030"), ("cancelled", "#718096"))
+# Time axis: a labelled tick every this many buckets (hour: every 10 minutes; day: every 3 hours).
+TICK_EVERY = {1: 10, 15: 12}
 
 
 @dataclass(frozen=True)
@@ -53,77 +55,12 @@ def chart_bars(buckets: list[ThroughputBucket]) -> tuple[list[Bar], int]:
     return bars, peak
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One count as shown: its value, and whether it is exact, a lower bound or an estimate."""
-
-    value: int
-    kind: str = "exact"   # "exact", "at least" or "estimate"
-    note: str = ""
-
-    @property
-    def text(self) -> str:
-        """The count as the page prints it."""
-        if self.kind == "estimate":
-            return f"≈ {round_estimate(self.value):,}"
-        return f"{self.value:,}+" if self.kind == "at least" else f"{self.value:,}"
-
-
-def round_estimate(value: int) -> int:
-    """Two significant digits: the precision a page sample has."""
-    if value < 100:
-        return value
-    magnitude = 10 ** (len(str(value)) - 2)
-    return int(round(value / magnitude) * magnitude)
-
-
-Sample = tuple[float, dict[str, tuple[int, int, int, int]] | dict[str, tuple[int]]]
-
-
-def estimated(value: int, seen: int | None, percent: float, cap: int) -> Cell:
-    """A capped count: estimated from what a sample of ``percent`` of the pages saw, never below ``value``."""
-    if seen is None or percent <= 0:
-        return Cell(value, "at least", f"at least {value:,}: counting stopped at {cap:,}")
-    # The exact part is a floor: a sample that saw fewer (sampling noise) does not lower it.
-    return Cell(max(int(seen * 100 / percent), value), "estimate",
-                f"estimated from a random sample of {percent:.2g}% of the table's pages "
-                f"(exact counting stops at {cap:,})")
-
-
-def cells(row: QueueCounts, sample: Sample | None, failed_sample: Sample | None, cap: int,
-          failed_cap: int) -> dict[str, Cell]:
-    """The cells of one queue's row: exact below the cap, estimated (or "N+") above it."""
-    capped = {"ready": row.due_capped, "expired": row.due_capped, "delayed": row.later_capped,
-              "reserved": row.later_capped}
-    out: dict[str, Cell] = {}
-    for index, state in enumerate(STATES):
-        value = int(getattr(row, state))
-        if not capped[state]:
-            out[state] = Cell(value)
-        elif sample is None:
-            out[state] = estimated(value, None, 0, cap)
-        else:
-            seen = sample[1].get(row.queue)
-            out[state] = estimated(value, 0 if seen is None else seen[index], sample[0], cap)
-    if not row.failed_capped:
-        out["failed"] = Cell(row.failed)
-    elif failed_sample is None:
-        out["failed"] = estimated(row.failed, None, 0, failed_cap)
-    else:
-        seen = failed_sample[1].get(row.queue)
-        out["failed"] = estimated(row.failed, 0 if seen is None else seen[0], failed_sample[0], failed_cap)
-    return out
-
-
-def totals(rows: list[dict[str, Cell]]) -> dict[str, Cell]:
-    """The footer: sums, as approximate as their least exact part."""
-    out = {}
-    for state in (*STATES, "failed"):
-        parts = [r[state] for r in rows]
-        kinds = {p.kind for p in parts}
-        kind = "estimate" if "estimate" in kinds else "at least" if "at least" in kinds else "exact"
-        out[state] = Cell(sum(p.value for p in parts), kind)
-    return out
+def chart_ticks(bars: list[Bar]) -> list[tuple[float, str]]:
+    """The time axis: (x, label) of a tick every few buckets, labelled HH:MM UTC."""
+    if not bars:
+        return []
+    every = TICK_EVERY.get(bars[0].bucket.minutes, max(len(bars) // 6, 1))
+    return [(bar.x, format_when(bar.bucket.start)[11:16]) for index, bar in enumerate(bars) if index % every == 0]
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
@@ -131,35 +68,17 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def counts_context() -> dict[str, Any]:
         store = await dash.store()
-        options = dash.options
         # Independent reads run side by side, each on a pooled connection of its own.
-        queues, estimates, listeners, controls = await asyncio.gather(
-            store.queue_counts(options.count_cap, options.failed_count_cap), store.table_estimates(),
-            store.listeners(), store.queue_controls())
-        # A sample costs its pages: taken only when an exact count stopped at its cap.
-        jobs_capped = any(q.due_capped or q.later_capped for q in queues)
-        failed_capped = any(q.failed_capped for q in queues)
-        sample: Sample | None = None
-        failed_sample: Sample | None = None
-        if jobs_capped and failed_capped:
-            sample, (percent, seen) = await asyncio.gather(store.queue_sample(options.sample_pages),
-                                                           store.failed_sample(options.sample_pages))
-            failed_sample = (percent, {queue: (n,) for queue, n in seen.items()})
-        elif jobs_capped:
-            sample = await store.queue_sample(options.sample_pages)
-        elif failed_capped:
-            percent, seen = await store.failed_sample(options.sample_pages)
-            failed_sample = (percent, {queue: (n,) for queue, n in seen.items()})
-        rows = [(q, cells(q, sample, failed_sample, options.count_cap, options.failed_count_cap)) for q in queues]
+        controls, listeners = await asyncio.gather(store.queue_controls(), store.listeners())
+        counted = await count_queues(dash, also=[c.queue for c in controls])
         return {
-            "rows": rows,
+            "rows": counted.rows,
             "controls": {c.queue: c for c in controls},
             "rate_text": rate_text,
-            "totals": totals([c for _, c in rows]),
-            "estimates": estimates,
+            "totals": counted.totals,
             "listeners": len(listeners),
-            "cap": options.count_cap,
-            "sampled": sample is not None or failed_sample is not None,
+            "cap": dash.options.count_cap,
+            "sampled": counted.sampled,
         }
 
     async def chart_context(request: Request) -> dict[str, Any]:
@@ -174,11 +93,16 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         return {"chart_range": chosen if chosen in RANGES else "hour", "chart_label": label,
                 "chart_bucket": bucket, "chart_queue": queue, "bars": bars, "peak": peak,
                 "chart_width": CHART_WIDTH, "chart_height": CHART_HEIGHT, "ranges": RANGES,
+                "chart_ticks": chart_ticks(bars),
                 "chart_totals": {o: sum(getattr(b.bucket, o) for b in bars) for o, _ in OUTCOMES}}
 
     async def page(request: Request) -> Response:
         counts, chart = await asyncio.gather(counts_context(), chart_context(request))
-        return dash.render(request, "overview.html", page="overview", **counts, **chart)
+        # Every queue listed (with jobs, failures, controls or history in the last day) can be
+        # charted, idle or not, and so can the one asked for.
+        asked = {chart["chart_queue"]} if chart["chart_queue"] else set()
+        choices = sorted({q.queue for q, _ in counts["rows"]} | asked)
+        return dash.render(request, "overview.html", page="overview", chart_queues=choices, **counts, **chart)
 
     async def throughput(request: Request) -> Response:
         return dash.render(request, "_throughput.html", **await chart_context(request))

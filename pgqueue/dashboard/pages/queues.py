@@ -7,8 +7,6 @@ page only shows and sets them.
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueConfigurationError, QueueControl, format_rate, parse_rate
 from pgqueue.dashboard.core import Dashboard, NavItem
+from pgqueue.dashboard.counting import count_queues
 
 NAV = NavItem("Queues", "/queues", "queues")
 
@@ -56,14 +55,13 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     async def page(request: Request) -> Response:
         store = await dash.store()
-        options = dash.options
-        counts, controls = await asyncio.gather(
-            store.queue_counts(options.count_cap, options.failed_count_cap), store.queue_controls())
+        controls = await store.queue_controls()
+        # The overview's counts, computed the same way, so the two pages agree.
+        counted = await count_queues(dash, also=[c.queue for c in controls])
         by_queue = {c.queue: c for c in controls}
-        live = {q.queue: q for q in counts}
-        rows = [(name, by_queue.get(name), live.get(name)) for name in sorted(by_queue.keys() | live.keys())]
+        rows = [(q.queue, by_queue.get(q.queue), cells) for q, cells in counted.rows]
         return dash.render(request, "queues.html", page="queues", rows=rows, rate_text=rate_text,
-                           cap=options.count_cap)
+                           cap=dash.options.count_cap)
 
     def queue_of(form: FormData) -> str:
         queue = field(form, "queue")

@@ -1,0 +1,1 @@
+select pgqueue.deregister_worker(%(id)s::uuid)

@@ -1,0 +1,1 @@
+select pgqueue.refresh_worker(%(id)s::uuid, %(held)s::uuid[])
