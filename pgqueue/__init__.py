@@ -19,6 +19,8 @@ The public API:
 - :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings` — configuration;
   :func:`prepare_database` — the configured database, or the embedded one started and migrated.
 - :class:`Envelope` — what dispatch stores.
+- :class:`JobHandle` — what ``dispatch`` returns: the job's id, and its ``status()`` (a
+  :class:`JobStatus` with every failed :class:`Attempt`) and ``result()`` (issue 26).
 - The errors: :class:`QueueError` and its subclasses.
 """
 
@@ -29,16 +31,20 @@ from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.control import QueueControl, format_rate, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
+    JobFailedError,
+    JobResultTimeout,
     QueueConfigurationError,
     QueueDispatchError,
     QueueDuplicateError,
     QueueError,
     QueueLeaseError,
     QueuePayloadError,
+    QueueResultError,
     QueueRetryError,
     QueueStorageError,
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
+from pgqueue.handles import Attempt, JobHandle, JobStatus
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
@@ -48,6 +54,7 @@ from pgqueue.worker import Worker, WorkerStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "Attempt",
     "Backoff",
     "Client",
     "ConnectionConfig",
@@ -58,7 +65,11 @@ __all__ = [
     "Job",
     "JobContext",
     "JobFactory",
+    "JobFailedError",
+    "JobHandle",
+    "JobResultTimeout",
     "JobStatsRow",
+    "JobStatus",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",
@@ -66,6 +77,7 @@ __all__ = [
     "QueueError",
     "QueueLeaseError",
     "QueuePayloadError",
+    "QueueResultError",
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from pgqueue.store import (
+    Store,
     ack_in_transaction,
     ack_in_transaction_sync,
     begin_transaction,
@@ -137,6 +138,8 @@ class JobContext:
         "_queue",
         "_token",
         "_transaction_open",
+        "result_pending",
+        "result_ttl",
         "tries",
     )
 
@@ -161,6 +164,11 @@ class JobContext:
         self._pool: AsyncConnectionPool[Any] | None = None
         # While a context.transaction() block is open (one per attempt).
         self._transaction_open = False
+        # Issue 26. Set by the worker: seconds this job's result is kept (0: none). When kept, a
+        # context.transaction() block's ack leaves the result pending (result_pending), and the
+        # worker writes the handler's return value afterwards, fenced by the same token.
+        self.result_ttl = 0.0
+        self.result_pending = False
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -297,7 +305,10 @@ class JobContext:
         reserved again, or it was cancelled), everything rolls back and
         :class:`~pgqueue.QueueLeaseError` is raised: a stale holder's writes never commit beside
         another execution's. An exception inside the block rolls back too (the job is then
-        retried as usual). After the block the job is settled (``decision == "acked"``).
+        retried as usual). After the block the job is settled (``decision == "acked"``). A job whose
+        result is kept (``result_ttl``) still keeps the handler's return value: the block's ack leaves
+        the result pending, and the worker writes the value once the handler returns, fenced by the
+        same token (a stale holder's block was refused, so its value never lands).
 
         One block per attempt: a second one opened while the first is open (nested, or from
         another task) raises QueueLeaseError before it writes anything; nest with
@@ -321,8 +332,13 @@ class JobContext:
                     self._check_block(conn.info.transaction_status)
                     self._claim("ack", "acked")
                     try:
-                        self._ack_answer(await ack_in_transaction(conn, self._id, self._token, began))
+                        if self.result_ttl > 0:
+                            self._ack_answer(await Store.ack_in_transaction_kept(conn, self._id, self._token, began,
+                                                                                 self.result_ttl))
+                        else:
+                            self._ack_answer(await ack_in_transaction(conn, self._id, self._token, began))
                         await conn.commit()
+                        self.result_pending = self.result_ttl > 0
                     except BaseException:
                         if self._decided == "acked":
                             self._decided = None  # not committed: the worker's retry policy decides
@@ -575,8 +591,13 @@ class SyncJobContext:
                     context._check_block(conn.info.transaction_status)
                     context._claim("ack", "acked")
                     try:
-                        context._ack_answer(ack_in_transaction_sync(conn, context.id, context.token, began))
+                        if context.result_ttl > 0:
+                            context._ack_answer(Store.ack_in_transaction_kept_sync(conn, context.id, context.token,
+                                                                                   began, context.result_ttl))
+                        else:
+                            context._ack_answer(ack_in_transaction_sync(conn, context.id, context.token, began))
                         conn.commit()
+                        context.result_pending = context.result_ttl > 0
                     except BaseException:
                         if context._decided == "acked":
                             context._decided = None

@@ -275,6 +275,9 @@ class Envelope:
     #: The W3C trace context of the dispatch (``traceparent``, ``tracestate``), when traced
     #: (:mod:`pgqueue.tracing`); None in envelopes of untraced dispatches and older ones.
     trace: dict[str, str] | None = None
+    #: Seconds the job's result is kept, when its dispatch said (``result_ttl=``); None: the job
+    #: type's setting or the default decides (:func:`pgqueue.results.result_ttl`). Issue 26.
+    result_ttl: float | None = None
 
     @classmethod
     def build(cls, job: Job, connection: ConnectionConfig, *, queue: str | None = None,
@@ -300,6 +303,8 @@ class Envelope:
         }
         if self.trace is not None:
             data["trace"] = self.trace
+        if self.result_ttl is not None:
+            data["result_ttl"] = self.result_ttl
         return data
 
     def encode(self, max_bytes: int) -> str:
@@ -411,9 +416,14 @@ class Envelope:
                 type(k) is not str or type(v) is not str or len(v) > 512 for k, v in trace.items())):
             raise QueuePayloadError(f"envelope 'trace' must be null or an object of at most 8 short strings "
                                     f"(a W3C trace context: traceparent, tracestate), got {_kind(trace)}")
+        kept = get("result_ttl")
+        if kept is not None and (type(kept) not in (int, float) or not 0 <= kept <= 3153600000):
+            raise QueuePayloadError(f"envelope 'result_ttl' must be null or seconds from 0 to 3153600000, "
+                                    f"got {_kind(kept)}")
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=float(timeout), backoff=backoff,
-                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace)
+                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace,
+                   result_ttl=None if kept is None else float(kept))
 
 
 class _Missing:

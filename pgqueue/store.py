@@ -920,6 +920,94 @@ class Store:
                 rows = await cur.fetchall()
         return [Listener(*row) for row in rows]
 
+    # --- issue 26: results ---
+    async def ack_results(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None],
+                          waits: list[float | None], keep: bool, results: list[str | None],
+                          ttls: list[float]) -> list[uuid.UUID]:
+        """:meth:`ack` of jobs whose result is kept: each accepted job's result (JSON text; None:
+        pending, see :meth:`store_result`) goes to ``pgqueue.job_results`` for its ttl (seconds) in
+        the same fenced statement, and its waiters are notified. Returns the ids the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("ack_results"), (ids, tokens, durations, waits, keep, results, ttls))
+            refused = await cur.fetchall()
+        return [row[0] for row in refused]
+
+    async def release_failed(self, job_id: uuid.UUID, token: int, delay: float, duration: float | None,
+                             wait: float | None, error: str) -> bool:
+        """:meth:`release` of a failed attempt for a retry, keeping its error (JSON text of an object
+        of exception, message, traceback and worker) in ``pgqueue.attempt_failures``."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("release_error"), (job_id, token, delay, duration, wait, error))
+            return bool(_first(await cur.fetchone()))
+
+    async def fail_by(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+                      traceback: str | None, reason: str, duration: float | None, wait: float | None,
+                      worker: str) -> bool:
+        """:meth:`fail` naming the worker whose attempt failed (kept with the failure and its attempt)."""
+        params = (job_id, token, exception, message, traceback, reason, duration, wait, worker)
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("fail_worker"), params)
+            return bool(_first(await cur.fetchone()))
+
+    async def store_result(self, job_id: uuid.UUID, token: int, result: str) -> bool:
+        """Write the pending result of a job acked inside its handler's transaction, fenced by the
+        attempt's token; False when there is no pending result of that token."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("store_result"), (job_id, token, result))
+            return bool(_first(await cur.fetchone()))
+
+    @staticmethod
+    async def ack_in_transaction_kept(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, token: int,
+                                      began: str, ttl: float) -> bool | None:
+        """:func:`ack_in_transaction` of a job whose result is kept: the ack leaves its result pending
+        (for :meth:`store_result`), kept ``ttl`` seconds."""
+        cur = await conn.execute(query("ack_in_transaction_kept"), (began, job_id, token, ttl))
+        acked = _first(await cur.fetchone())
+        return None if acked is None else bool(acked)
+
+    @staticmethod
+    def ack_in_transaction_kept_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, token: int,
+                                     began: str, ttl: float) -> bool | None:
+        """:meth:`ack_in_transaction_kept` on a blocking connection."""
+        cur = conn.execute(query("ack_in_transaction_kept"), (began, job_id, token, ttl))
+        acked = _first(cur.fetchone())
+        return None if acked is None else bool(acked)
+
+    async def job_state(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """``pgqueue.job_state``: one job's state, times, result, failure and failed attempts; None
+        when pgqueue knows nothing of the id (never dispatched, or acked keeping nothing)."""
+        with storage_errors(f"reading the state of job {job_id}"):
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(query("job_state"), (job_id,))
+                row: dict[str, Any] | None = await cur.fetchone()
+        return row
+
+    @staticmethod
+    def job_state_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID) -> dict[str, Any] | None:
+        """:meth:`job_state` on a blocking connection."""
+        cur = conn.cursor(row_factory=dict_row)
+        cur.execute(query("job_state"), (job_id,))
+        return cur.fetchone()
+
+    @staticmethod
+    def listen_ended_sync(conn: psycopg.Connection[Any]) -> None:
+        """:meth:`listen_ended` on a blocking connection."""
+        conn.execute(query("listen_ended"))
+
+    @staticmethod
+    async def listen_ended(conn: psycopg.AsyncConnection[Any]) -> None:
+        """LISTEN for ended jobs (channel ``pgqueue_ended``, payload = job id)."""
+        await conn.execute(query("listen_ended"))
+
+    async def prune_results(self, attempts_retention: float, batch: int) -> tuple[int, int]:
+        """Delete at most ``batch`` expired results and ``batch`` failed attempts of jobs gone for
+        ``attempts_retention`` seconds; returns how many of each."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("prune_results"), (attempts_retention, batch))
+            row = await cur.fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
 
 # Statements that must run on a dedicated session (a session advisory lock, VACUUM outside a
 # transaction, LISTEN) rather than on a pooled connection: they take the connection.

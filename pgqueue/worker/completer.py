@@ -35,6 +35,11 @@ class Completer:
     Each ack carries the handler's run time and its wait from reservation to start, which
     ``pgqueue.ack`` adds to the history (``pgqueue.job_stats``); with ``keep_completed`` the
     acked jobs are also copied to ``pgqueue.completed_jobs`` by the same statement.
+
+    An ack that carries a result (issue 26: the job keeps it, ``result_ttl``) goes apart, with the
+    next flush of the completer's own, through ``pgqueue.ack_results``, which stores the result in
+    the ack's own fenced statement; the plain acks (and those riding with a reservation) are
+    unchanged and pay nothing for results.
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
@@ -50,6 +55,8 @@ class Completer:
         self._tokens: list[int] = []
         self._durations: list[float | None] = []
         self._waits: list[float | None] = []
+        #: Acks carrying a result: (id, token, duration, wait, result JSON text, seconds kept).
+        self._kept: list[tuple[uuid.UUID, int, float | None, float | None, str, float]] = []
         #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
         self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
         self._in_flight = 0
@@ -60,9 +67,16 @@ class Completer:
         self.acked = 0
         self.refused = 0
 
-    def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None) -> None:
+    def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None,
+            result: tuple[str, float] | None = None) -> None:
         """Queue an acknowledgement (with the handler's run time and its wait from reservation to
-        start, in seconds); it is sent with the next flush."""
+        start, in seconds); it is sent with the next flush. ``result``: the job's result (JSON text)
+        and the seconds it is kept, stored by the same fenced statement as the ack."""
+        if result is not None:
+            self._kept.append((job_id, token, duration, wait, result[0], result[1]))
+            self._idle.clear()
+            self._pending.set()
+            return
         self._ids.append(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
@@ -118,7 +132,7 @@ class Completer:
             return [], [], [], [], self.keep_completed  # new lists: never the live ones add() appends to
         batch = (self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-        if not self._marks:  # start marks still waiting keep the next flush due at once
+        if not self._marks and not self._kept:  # start marks still waiting keep the next flush due at once
             self._full.clear()
             self._pending.clear()
         self._in_flight += 1
@@ -135,7 +149,7 @@ class Completer:
                            extra={"job_id": str(job_id)})  # its name, attempt and token are no longer known here
             if self._on_refused is not None:
                 self._on_refused(job_id)
-        if not self._ids and not self._in_flight:
+        if not self._ids and not self._in_flight and not self._kept:
             self._idle.set()
 
     def give_back(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None],
@@ -144,10 +158,25 @@ class Completer:
         self._in_flight -= 1
         self._ids[:0], self._tokens[:0] = ids, tokens
         self._durations[:0], self._waits[:0] = durations, waits
-        if self._ids:
+        if self._ids or self._kept:
             self._pending.set()
         elif not self._in_flight:
             self._idle.set()
+
+    async def _flush_kept(self) -> None:
+        """Send the acks that carry results (``pgqueue.ack_results``); on an error they stay pending."""
+        kept, self._kept = self._kept, []
+        ids = [k[0] for k in kept]
+        self._in_flight += 1  # answered() counts it back
+        try:
+            refused = await self._store.ack_results(ids, [k[1] for k in kept], [k[2] for k in kept],
+                                                    [k[3] for k in kept], self.keep_completed,
+                                                    [k[4] for k in kept], [k[5] for k in kept])
+        except BaseException:
+            self._in_flight -= 1
+            self._kept[:0] = kept
+            raise
+        self.answered(ids, refused)
 
     # ------------------------------------------------------------- own flushing
     async def run(self) -> None:
@@ -160,14 +189,35 @@ class Completer:
                         await asyncio.wait_for(self._full.wait(), self.flush_interval)
                 await self.flush()
         finally:
-            if self._ids:
+            if self._ids or self._kept:
                 await asyncio.shield(self.flush())
 
     async def flush(self) -> None:
         """Send every pending ack (and start mark) now; on a database error, keep them and retry
         with backoff."""
         delay = 0.05
-        while self._ids or self._marks:
+        while self._ids or self._marks or self._kept:
+            if self._kept:
+                try:
+                    await self._flush_kept()
+                except PoolClosed:
+                    logger.error("pgqueue: %d finished jobs and their results could not be acknowledged: the "
+                                 "connection pool was closed before the worker stopped; they run again after "
+                                 "their leases expire", len(self._kept))
+                    self._kept.clear()
+                except (psycopg.Error, PoolTimeout, OSError) as exc:
+                    self._instruments.transient_error()
+                    logger.warning("pgqueue: acknowledging %d jobs with their results failed (%s); retrying in "
+                                   "%.2fs", len(self._kept), exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if not (self._ids or self._marks):
+                    if not self._in_flight and not self._kept:
+                        self._idle.set()
+                    self._pending.clear()
+                    self._full.clear()
+                    continue
             batch = self.take()
             marks = self._take_marks()
             ids = batch[0]

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,10 +19,11 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe, failure_message, stored_text
-from pgqueue.envelope import Envelope
-from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
+from pgqueue.envelope import Envelope, dumps_json
+from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
 from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.redaction import log_fields
+from pgqueue.results import encode_result, result_ttl
 from pgqueue.store import Reservation, Store
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import consumer_span, record_failure
@@ -106,6 +109,8 @@ class Executor:
         self._thread_pool: ThreadPoolExecutor | None = None
         #: Set when the worker stops: a reservation not yet started is handed back unstarted.
         self.stopping = False
+        #: Who ran an attempt, as kept with its failure (issue 26): host and process.
+        self.worker_name = f"{socket.gethostname()}:{os.getpid()}"
         #: Set by :meth:`Worker.install_signal_handlers`: SIGINT then never raises KeyboardInterrupt,
         #: so one raised by a handler is that handler's.
         self.signals_installed = False
@@ -164,6 +169,7 @@ class Executor:
                              - (time.monotonic() - started),
                              decisions=self._decisions, name=envelope.name)
         context._pool = self._store.pool  # context.transaction() commits on it
+        context.result_ttl = result_ttl(job_type, envelope)  # issue 26: 0 for a job that keeps no result
         if self.cancellations is not None:
             self.cancellations.hold(context)
         began = time.monotonic()
@@ -238,11 +244,11 @@ class Executor:
             if self.scope is None:
                 async with deadline:
                     deadline.reschedule(limit())
-                    await self._handle(job, context)
+                    value = await self._handle(job, context)
             else:
                 async with self.scope(context), deadline:
                     deadline.reschedule(limit())
-                    await self._handle(job, context)
+                    value = await self._handle(job, context)
         except BaseException as raised:  # whatever the handler raised, the attempt ends here, recorded
             duration = loop.time() - started
             if _interrupted():
@@ -293,8 +299,14 @@ class Executor:
             if stops:
                 raise
         else:
+            duration = loop.time() - started
+            kept = None
+            if context.result_ttl > 0 and (context.decision is None or context.result_pending):
+                kept = await self._result(job, context, envelope, value, duration, wait)
+                if kept is None:
+                    return  # not kept: recorded as failed (result_invalid), or logged after the block's ack
             if context.claim_decision("acked"):
-                self._completer.add(job_id, context.token, loop.time() - started, wait)
+                self._completer.add(job_id, context.token, duration, wait, kept)
                 stats.acked += 1
             elif context.decision == "failed":
                 stats.failed += 1
@@ -304,6 +316,39 @@ class Executor:
                 stats.cancelled += 1
             else:
                 stats.acked += 1
+
+    async def _result(self, job: Job, context: JobContext, envelope: Envelope, value: Any, duration: float,
+                      wait: float) -> tuple[str, float] | None:
+        """Issue 26: the handler returned ``value`` and its job keeps results: the result to ack with
+        (JSON text, seconds kept). One that cannot be kept (result_invalid) fails the attempt and
+        gives None. After a ``context.transaction()`` block acked the job, the value is written now,
+        fenced by the attempt's token, and None is given (the job is settled already)."""
+        try:
+            text = encode_result(type(job), value)
+        except QueueResultError as exc:
+            if context.result_pending:
+                logger.error("pgqueue: job %s (%s) was acked in its transaction but its result cannot be kept: "
+                             "%s; it keeps the result null", context.id, envelope.name, exc,
+                             extra=context.log_fields())
+                text = "null"
+            else:
+                if context.claim_decision("failed"):
+                    await self._fail(context.id, context.token, context.attempts, exc, "result_invalid",
+                                     name=envelope.name, queue=context.queue, duration=duration, wait=wait,
+                                     args=envelope.args)
+                return None
+        if not context.result_pending:
+            return text, context.result_ttl
+        self._stats.acked += 1
+        try:
+            if not await self._store.store_result(context.id, context.token, text):
+                logger.warning("pgqueue: job %s (%s): its pending result was no longer there (expired); the "
+                               "value was not kept", context.id, envelope.name, extra=context.log_fields())
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            logger.error("pgqueue: job %s (%s) was acked in its transaction but writing its result failed (%s); "
+                         "the result stays pending until it expires", context.id, envelope.name, exc,
+                         extra=context.log_fields())
+        return None
 
     def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
         """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
@@ -337,8 +382,12 @@ class Executor:
             delay = envelope.backoff.delay(attempts)
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
                 context.claim_decision("released")
+                exception, _, trace = describe(error, message)
+                kept_error = dumps_json({"exception": exception, "message": message, "traceback": trace,
+                                         "worker": self.worker_name})
                 try:
-                    accepted = await self._store.release(context.id, context.token, delay, duration, wait)
+                    accepted = await self._store.release_failed(context.id, context.token, delay, duration, wait,
+                                                                kept_error)
                 except (psycopg.Error, PoolTimeout, OSError) as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
                                  "when its lease expires", context.id, exc, extra=context.log_fields())
@@ -370,8 +419,8 @@ class Executor:
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
         try:
-            accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason, duration,
-                                              wait)
+            accepted = await self._store.fail_by(job_id, token, exception, message, stored_trace, reason, duration,
+                                                 wait, self.worker_name)
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc, extra=fields)

@@ -105,7 +105,8 @@ create table pgqueue.failed_jobs (
     duration    double precision,       -- issue 26: that attempt's handler run time, seconds
     constraint failed_jobs_reason check (reason in (
         'exception', 'attempts_exhausted', 'deadline_passed',
-        'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled'))
+        'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
+        'result_invalid'))  -- issue 26: result_invalid
 );
 
 create index failed_jobs_failed_at_idx on pgqueue.failed_jobs (failed_at desc);

@@ -19,7 +19,7 @@ NAV = NavItem("Failed jobs", "/failed", "failed")
 # The reasons pgqueue.failed_jobs accepts: its check constraint (revision 0004 added cancelled); a
 # test compares the two, so a reason a revision adds is offered here too.
 REASONS = ("exception", "attempts_exhausted", "deadline_passed", "lease_expired_after_final_attempt",
-           "payload_invalid", "unknown_job", "failed_by_handler", "cancelled")
+           "payload_invalid", "unknown_job", "failed_by_handler", "cancelled", "result_invalid")
 # How many failures one "retry selected" may name: one page's worth, with room to spare.
 MAX_SELECTED = 500
 

@@ -7,6 +7,12 @@ drop function pgqueue.failure_recorded();
 drop table pgqueue.job_results;
 drop table pgqueue.attempt_failures;
 alter table pgqueue.failed_jobs drop column worker, drop column duration;
+-- Failures of reason result_invalid become failed_by_handler, the nearest reason 0008 knows.
+update pgqueue.failed_jobs set reason = 'failed_by_handler' where reason = 'result_invalid';
+alter table pgqueue.failed_jobs drop constraint failed_jobs_reason;
+alter table pgqueue.failed_jobs add constraint failed_jobs_reason check (reason in (
+    'exception', 'attempts_exhausted', 'deadline_passed',
+    'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled'));
 drop function pgqueue.ack_results(uuid[], bigint[], double precision[], double precision[], boolean, jsonb[], double precision[]);
 drop function pgqueue.store_result(uuid, bigint, jsonb);
 drop function pgqueue.job_state(uuid);

@@ -11,6 +11,12 @@
 alter table pgqueue.failed_jobs
     add column worker text,                -- the worker whose attempt failed (host:pid); null when decided in SQL
     add column duration double precision;  -- that attempt's handler run time, seconds
+-- A handler's return value that cannot be kept (not JSON, too large, not its declared type).
+alter table pgqueue.failed_jobs drop constraint failed_jobs_reason;
+alter table pgqueue.failed_jobs add constraint failed_jobs_reason check (reason in (
+    'exception', 'attempts_exhausted', 'deadline_passed',
+    'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
+    'result_invalid'));
 create table pgqueue.attempt_failures (
     job_id     uuid             not null,
     attempt    integer          not null,      -- the job's attempts count when it failed (restarts after retry_failed)
