@@ -219,7 +219,8 @@ class Client:
     def _result_waiter(self) -> ResultWaiter:
         """The one connection listening for job ends, shared by every ``result()`` of this client."""
         if self._waiter is None:
-            self._waiter = ResultWaiter(lambda: self.dsn, self._store)
+            # LISTEN needs a direct connection: the default connection's listen_dsn when it has one.
+            self._waiter = ResultWaiter(lambda: self.settings.connection(None).listen_dsn or self.dsn, self._store)
         return self._waiter
 
     async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,

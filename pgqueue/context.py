@@ -15,7 +15,8 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
+from pgqueue.envelope import check_json_safe, dumps_json
+from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueuePayloadError, QueueRetryError
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from pgqueue.store import (
     Store,
@@ -26,6 +27,11 @@ from pgqueue.store import (
 )
 
 _T = TypeVar("_T")
+
+#: Seconds between two stored progress reports of one job (context.progress is throttled to it).
+PROGRESS_INTERVAL = 1.0
+#: The most bytes of JSON a progress note may have (pgqueue.progress refuses more).
+PROGRESS_NOTE_BYTES = 4096
 
 
 class Decisions(Protocol):
@@ -135,6 +141,7 @@ class JobContext:
         "_lease_listener",
         "_name",
         "_pool",
+        "_progress_at",
         "_queue",
         "_token",
         "_transaction_open",
@@ -169,6 +176,8 @@ class JobContext:
         # worker writes the handler's return value afterwards, fenced by the same token.
         self.result_ttl = 0.0
         self.result_pending = False
+        # When the last progress report was stored (time.monotonic()), for the throttle.
+        self._progress_at: float | None = None
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -389,6 +398,37 @@ class JobContext:
             "block ended stays committed (the connection is in autocommit mode outside the block's "
             "transaction) — leave committing to the block (conn.transaction() inside it is a savepoint)")
 
+    async def progress(self, fraction: float | None = None, note: Any = None) -> bool:
+        """Report how far the handler is: ``fraction`` (0 to 1) and/or ``note`` (JSON, at most
+        4096 bytes), visible through the job's handle (``status().progress``), ``pgqueue.job_state``
+        and ``job:show``. Throttled: a report within :data:`PROGRESS_INTERVAL` seconds of the last
+        stored one is skipped, except a final one (``fraction == 1``). Returns whether it was
+        stored; raises QueueLeaseError if the lease was lost, QueueConfigurationError for bad input."""
+        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                     or not 0 <= fraction <= 1):
+            raise QueueConfigurationError(f"job {self._id}: progress(fraction={fraction!r}): the fraction must be "
+                                          "a number from 0 to 1 (or None); nothing was reported")
+        text = None
+        if note is not None:
+            try:
+                check_json_safe(note, f"job {self._id}: progress note")
+            except QueuePayloadError as exc:
+                raise QueueConfigurationError(f"{exc}; nothing was reported") from None
+            text = dumps_json(note)
+            if len(text.encode("utf-8")) > PROGRESS_NOTE_BYTES:
+                raise QueueConfigurationError(f"job {self._id}: the progress note is over {PROGRESS_NOTE_BYTES} bytes "
+                                              "of JSON; nothing was reported")
+        now = time.monotonic()
+        if self._progress_at is not None and now - self._progress_at < PROGRESS_INTERVAL and fraction != 1:
+            return False
+        if self._pool is None or self._decided is not None:
+            return False
+        if not await Store(self._pool).progress(self._id, self._token, None if fraction is None else float(fraction),
+                                                text):
+            raise self._refused("report progress")
+        self._progress_at = now
+        return True
+
     async def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left.
 
@@ -568,6 +608,10 @@ class SyncJobContext:
     def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left."""
         return self._call(lambda: self._context.extend(seconds))
+
+    def progress(self, fraction: float | None = None, note: Any = None) -> bool:
+        """:meth:`JobContext.progress`, blocking."""
+        return self._call(lambda: self._context.progress(fraction, note))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:

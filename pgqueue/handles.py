@@ -87,6 +87,8 @@ class JobStatus:
     errors: tuple[Attempt, ...] = ()
     #: The seconds its dispatch said to keep its result (None: its job type decides).
     result_ttl: float | None = None
+    #: A live job's last progress report (``context.progress``): fraction, note, attempt, at.
+    progress: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, job_id: uuid.UUID, row: Mapping[str, Any] | None) -> JobStatus:
@@ -101,7 +103,8 @@ class JobStatus:
                    tries=row["tries"], created_at=row["created_at"], available_at=row["available_at"],
                    reserved_at=row["reserved_at"], finished_at=row["finished_at"], result=row["result"],
                    has_result=has_result, result_expires_at=row["result_expires_at"], failure_id=row["failure_id"],
-                   reason=row["reason"], message=row["message"], errors=errors, result_ttl=row["result_ttl"])
+                   reason=row["reason"], message=row["message"], errors=errors, result_ttl=row["result_ttl"],
+                   progress=row["progress"])
 
     @property
     def ended(self) -> bool:
@@ -119,7 +122,7 @@ class JobStatus:
                 "finished_at": iso(self.finished_at), "result": self.result, "has_result": self.has_result,
                 "result_expires_at": iso(self.result_expires_at),
                 "failure_id": None if self.failure_id is None else str(self.failure_id), "reason": self.reason,
-                "message": self.message, "errors": [e.to_data() for e in self.errors]}
+                "message": self.message, "errors": [e.to_data() for e in self.errors], "progress": self.progress}
 
 
 def _time(value: str) -> datetime:

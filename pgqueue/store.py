@@ -1000,6 +1000,13 @@ class Store:
         """LISTEN for ended jobs (channel ``pgqueue_ended``, payload = job id)."""
         await conn.execute(query("listen_ended"))
 
+    async def progress(self, job_id: uuid.UUID, token: int, fraction: float | None, note: str | None) -> bool:
+        """Store a running handler's progress report (``pgqueue.progress``, fenced by its token;
+        ``note``: JSON text); False if the fence refused."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query("progress"), (job_id, token, fraction, note))
+            return bool(_first(await cur.fetchone()))
+
     async def prune_results(self, attempts_retention: float, batch: int) -> tuple[int, int]:
         """Delete at most ``batch`` expired results and ``batch`` failed attempts of jobs gone for
         ``attempts_retention`` seconds; returns how many of each."""

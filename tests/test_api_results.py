@@ -292,3 +292,52 @@ async def test_sync_variants(client: Client, runs: Runs) -> None:
     delayed = await client.dispatch(Total(values=[1]), delay=3600)
     with pytest.raises(JobResultTimeout):
         await asyncio.to_thread(delayed.result_sync, 0.05)
+
+
+REPORTED: dict[str, asyncio.Event] = {}
+
+
+class Reporting(Job):
+    """Reports progress (the second report within the throttle is skipped), then waits for its gate."""
+
+    name = "tests:results_reporting"
+    gate: str
+
+    async def handle(self, context: JobContext) -> list[bool]:
+        stored = [await context.progress(0.5, {"step": "copy"}), await context.progress(0.6)]
+        REPORTED[self.gate].set()
+        await GATES[self.gate].wait()
+        stored.append(await context.progress(1.0, {"step": "done"}))  # a final report is never skipped
+        return stored
+
+
+async def test_progress_is_throttled_and_visible_through_the_handle(client: Client, runs: Runs) -> None:
+    GATES["p1"], REPORTED["p1"] = asyncio.Event(), asyncio.Event()
+    handle = await client.dispatch(Reporting(gate="p1"))
+    await _worker(client, runs)
+    await finish(REPORTED["p1"].wait(), "the first reports")
+    status = await handle.status()
+    assert status.state == "running" and status.progress is not None
+    assert (status.progress["fraction"], status.progress["note"], status.progress["attempt"]) == (
+        0.5, {"step": "copy"}, 1)
+    GATES["p1"].set()
+    assert await finish(handle.result(timeout=30), "the result") == [True, False, True]
+
+
+async def test_progress_refuses_bad_input(client: Client, runs: Runs) -> None:
+    seen: list[str] = []
+
+    class BadProgress(Job):
+        name = "tests:results_bad_progress"
+
+        async def handle(self, context: JobContext) -> None:
+            for fraction, note in ((2.0, None), (None, {1, 2}), (None, "x" * 5000)):
+                try:
+                    await context.progress(fraction, note)
+                except QueueConfigurationError as exc:
+                    seen.append(str(exc))
+
+    await client.dispatch(BadProgress())
+    await finish(run_worker(client), "the worker")
+    assert len(seen) == 3
+    assert "fraction must be a number from 0 to 1" in seen[0] and "not JSON" in seen[1] and "4096" in seen[2]

@@ -156,3 +156,15 @@ def test_prune_results_deletes_expired_results_and_the_attempts_of_jobs_gone(con
     assert [a["job_id"] for a in rows(conn, "select job_id from pgqueue.attempt_failures")] == [live["id"]]
     with pytest.raises(errors.InvalidParameterValue, match="batch must be >= 1"):
         rows(conn, "select * from pgqueue.prune_results(1, 0)")
+
+
+def test_progress_is_fenced_checked_and_shown_by_job_state(conn: Conn) -> None:
+    r = _reserved(conn)
+    assert scalar(conn, "select pgqueue.progress(%s, %s, 0.25, %s)", (r["id"], r["token"], Jsonb({"rows": 10})))
+    assert not scalar(conn, "select pgqueue.progress(%s, %s, 0.5, null)", (r["id"], r["token"] + 1))
+    progress = _state(conn, r["id"])["progress"]  # type: ignore[index]
+    assert (progress["fraction"], progress["note"], progress["attempt"]) == (0.25, {"rows": 10}, 1)
+    with pytest.raises(errors.InvalidParameterValue, match="fraction must be null or a number from 0 to 1"):
+        scalar(conn, "select pgqueue.progress(%s, %s, 1.5, null)", (r["id"], r["token"]))
+    with pytest.raises(errors.InvalidParameterValue, match="at most 4096 bytes"):
+        scalar(conn, "select pgqueue.progress(%s, %s, null, %s)", (r["id"], r["token"], Jsonb("x" * 5000)))

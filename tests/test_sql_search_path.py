@@ -361,6 +361,10 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
                  "array['1', null]::jsonb[], array[60, 60])",
                  ([again[0]["id"], held[2]["id"]], [again[0]["token"], held[2]["token"]]))
             call("select pgqueue.store_result(%s, %s, '2')", (held[2]["id"], held[2]["token"]))
+            call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("k")),))
+            again = call("select * from pgqueue.reserve(array['k'], 1, 60)")
+            call("select pgqueue.progress(%s, %s, 0.5, '{\"rows\": 1}')", (again[0]["id"], again[0]["token"]))
+            call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"

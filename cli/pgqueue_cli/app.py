@@ -832,7 +832,8 @@ def _status_text(status: pgqueue.JobStatus) -> str:
                          ("reserved", status.reserved_at), ("finished", status.finished_at),
                          ("result", json.dumps(status.result) if status.has_result else None),
                          ("result kept until", status.result_expires_at), ("failure", status.failure_id),
-                         ("reason", status.reason), ("message", status.message)):
+                         ("reason", status.reason), ("message", status.message),
+                         ("progress", None if status.progress is None else json.dumps(status.progress))):
         if value is not None:
             lines.append(f"  {label}: {value}")
     if status.errors:

@@ -32,6 +32,7 @@ UPGRADE = (
     "functions/job_attempts/0009.sql",
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
+    "functions/progress/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision

@@ -43,6 +43,7 @@ create table pgqueue.jobs (
     snoozes       integer     not null default 0,           -- times snoozed (pgqueue.snooze), no try used
     due_at        timestamptz,                              -- when the current attempt became due
     prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
+    progress      jsonb,                                    -- issue 26: the running handler's last progress report
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -86,6 +87,8 @@ create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
 
 comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';
+comment on column pgqueue.jobs.progress is
+    'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 

@@ -157,6 +157,8 @@ alter function pgqueue.job_state(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.job_attempts(uuid)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.progress(uuid, bigint, double precision, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -174,7 +176,8 @@ grant execute on function
     pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision, text),
     pgqueue.ack_results(uuid[], bigint[], double precision[], double precision[], boolean, jsonb[], double precision[]),
     pgqueue.store_result(uuid, bigint, jsonb),
-    pgqueue.prune_results(double precision, integer)
+    pgqueue.prune_results(double precision, integer),
+    pgqueue.progress(uuid, bigint, double precision, jsonb)
 to pgqueue_worker;
 grant select on pgqueue.attempt_failures, pgqueue.job_results to pgqueue_operator;
 

@@ -2,6 +2,8 @@
 -- the migration then runs the previous version of each function 0009 replaced.
 
 -- issue 26: results
+drop function pgqueue.progress(uuid, bigint, double precision, jsonb);
+alter table pgqueue.jobs drop column progress;
 drop trigger failed_jobs_recorded on pgqueue.failed_jobs;
 drop function pgqueue.failure_recorded();
 drop table pgqueue.job_results;

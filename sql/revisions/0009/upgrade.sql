@@ -49,6 +49,13 @@ create table pgqueue.job_results (
 create index job_results_expires_at_idx on pgqueue.job_results (expires_at);
 comment on table pgqueue.job_results is
     'pgqueue: results of succeeded jobs (result_ttl). May hold business data: restrict access.';
+-- A running handler's progress (context.progress: a fraction and/or a small JSON note, with the
+-- attempt and the time), written fenced by its token through pgqueue.progress, at most about once
+-- a second per job. Null until reported; a nullable column without a default costs the table
+-- nothing until a job reports.
+alter table pgqueue.jobs add column progress jsonb;
+comment on column pgqueue.jobs.progress is
+    'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
 -- The end of a job (failed or cancelled) wakes whoever awaits it (channel pgqueue_ended,
 -- payload: the job id), and its failure becomes an attempt of its history.
 create trigger failed_jobs_recorded
