@@ -172,7 +172,10 @@ class JobHandle(uuid.UUID):
     _client: Client | None
 
     def __init__(self, job_id: uuid.UUID | str, client: Client | None = None) -> None:
-        super().__init__(str(job_id))
+        if isinstance(job_id, uuid.UUID):
+            super().__init__(int=job_id.int)  # no parsing: dispatch_many makes one per job
+        else:
+            super().__init__(job_id)
         object.__setattr__(self, "_client", client)
 
     def __reduce__(self) -> tuple[Callable[..., uuid.UUID], tuple[str]]:
