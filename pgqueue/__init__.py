@@ -20,6 +20,8 @@ The public API:
 - :class:`Settings`, :class:`ConnectionConfig`, :func:`load_settings`, :func:`normalize_dsn` — configuration;
   :func:`prepare_database` — the configured database, or the embedded one started and migrated.
 - :class:`Envelope` — what dispatch stores.
+- :class:`JobHandle` — what ``dispatch`` returns: the job's id, and its ``status()`` (a
+  :class:`JobStatus` with every failed :class:`Attempt`) and ``result()`` (issue 26).
 - The errors: :class:`QueueError` and its subclasses.
 """
 
@@ -30,16 +32,20 @@ from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.control import QueueControl, format_rate, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
+    JobFailedError,
+    JobResultTimeout,
     QueueConfigurationError,
     QueueDispatchError,
     QueueDuplicateError,
     QueueError,
     QueueLeaseError,
     QueuePayloadError,
+    QueueResultError,
     QueueRetryError,
     QueueStorageError,
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
+from pgqueue.handles import Attempt, JobHandle, JobStatus
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
@@ -49,6 +55,7 @@ from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "Attempt",
     "Backoff",
     "Client",
     "ConnectionConfig",
@@ -59,7 +66,11 @@ __all__ = [
     "Job",
     "JobContext",
     "JobFactory",
+    "JobFailedError",
+    "JobHandle",
+    "JobResultTimeout",
     "JobStatsRow",
+    "JobStatus",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",
@@ -67,6 +78,7 @@ __all__ = [
     "QueueError",
     "QueueLeaseError",
     "QueuePayloadError",
+    "QueueResultError",
     "QueueRetryError",
     "QueueStats",
     "QueueStorageError",

@@ -29,7 +29,8 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.failed import FailedJobRepository
-from pgqueue.jobs import Job, registered_jobs, set_default_dispatcher
+from pgqueue.handles import JobHandle, ResultWaiter
+from pgqueue.jobs import Job, check_result_ttl, registered_jobs, set_default_dispatcher
 from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, queue_name_problem, shown, unique_key_problem
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
@@ -87,6 +88,7 @@ class Client:
         self._stores: dict[str, Store] = {}
         self._dsn: str | None = None
         self._lock = asyncio.Lock()
+        self._waiter: ResultWaiter | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Client:
@@ -101,7 +103,10 @@ class Client:
         await self._pool()
 
     async def close(self) -> None:
-        """Close the queue's connection pools."""
+        """Close the queue's connection pools (and the connection listening for awaited results)."""
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            await waiter.close()
         pools, self._pools, self._stores = list(self._pools.values()), {}, {}
         for pool in pools:
             await pool.close()
@@ -181,30 +186,49 @@ class Client:
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
-                   unique_for: float | None = None) -> uuid.UUID:
-        """Enqueue one job; returns its id. See :meth:`Job.dispatch`.
+                   unique_for: float | None = None, result_ttl: float | None = None) -> JobHandle:
+        """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
+        follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
-        key (an earlier one for a duplicate).
+        key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
+        (0: none; default: its job type's, see :mod:`pgqueue.results`).
         """
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
         if unique_key is not None:
-            return (await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for, conn=conn,
-                                           delay=delay, queue=queue, priority=priority,
-                                           connection=connection)).id
+            return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
+                                                        conn=conn, delay=delay, queue=queue, priority=priority,
+                                                        connection=connection)).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        if result_ttl is not None:
+            envelope = dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
-            return await inline.dispatch(job, envelope, delay)
+            return self.job(await inline.dispatch(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
         what = f"dispatching job {envelope.name!r}"
         if conn is not None:
             await Store.enqueue_on(conn, text, delay, what=what)
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
-        return envelope.id
+        return self.job(envelope.id)
+
+    # --- issue 26: results ---
+    def job(self, job_id: uuid.UUID | str) -> JobHandle:
+        """A :class:`~pgqueue.JobHandle` for any job id (its status and result, through this client)."""
+        try:
+            return JobHandle(job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)), self)
+        except ValueError:
+            raise QueueConfigurationError(f"not a job id (a UUID): {str(job_id)[:80]!r}") from None
+
+    def _result_waiter(self) -> ResultWaiter:
+        """The one connection listening for job ends, shared by every ``result()`` of this client."""
+        if self._waiter is None:
+            # LISTEN needs a direct connection: the default connection's listen_dsn when it has one.
+            self._waiter = ResultWaiter(lambda: self.settings.connection(None).listen_dsn or self.dsn, self._store)
+        return self._waiter
 
     async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
@@ -238,21 +262,21 @@ class Client:
         return result
 
     def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
-                  priority: int | None = None, connection: str | None = None) -> uuid.UUID:
+                  priority: int | None = None, connection: str | None = None) -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
-            return inline.dispatch_blocking(job, envelope, delay)
+            return self.job(inline.dispatch_blocking(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
         Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
-        return envelope.id
+        return self.job(envelope.id)
 
     async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
-                        unique_for: float | None = None) -> list[uuid.UUID]:
-        """Enqueue many jobs in one round trip; returns their ids in order.
+                        unique_for: float | None = None) -> list[JobHandle]:
+        """Enqueue many jobs in one round trip; returns their ids in order (as :class:`~pgqueue.JobHandle` s).
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
         one database; with ``conn`` they join the caller's transaction. Every job is validated
@@ -277,7 +301,7 @@ class Client:
         if unique_keys is not None:
             dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
                                                      conn=conn, delay=delay, queue=queue, connection=connection)
-            return [d.id for d in dispatched]
+            return [self.job(d.id) for d in dispatched]
         encoded = self.encode_many(jobs, queue=queue, connection=connection)
         if not encoded.ids:
             return []
@@ -287,7 +311,7 @@ class Client:
             await Store.enqueue_many_on(conn, encoded.text, delays, what=what)
         else:
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
-        return encoded.ids
+        return [self.job(job_id) for job_id in encoded.ids]
 
     async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
                                period: float | None = None, conn: Any = None,
@@ -396,7 +420,7 @@ class Client:
         return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
     async def _dispatch_many_inline(self, jobs: list[Job], delay: float | Iterable[float], queue: str | None,
-                                    connection: str | None, keys: Sequence[str | None] | None) -> list[uuid.UUID]:
+                                    connection: str | None, keys: Sequence[str | None] | None) -> list[JobHandle]:
         """:meth:`dispatch_many` in the inline mode: every job validated first (one bad job runs none),
         then each run at once, in order."""
         names = self.encode_many(jobs, queue=queue, connection=connection).names

@@ -15,9 +15,11 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueueRetryError
+from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueuePayloadError, QueueRetryError
+from pgqueue.jsonvalues import check_json_safe, dumps_json
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from pgqueue.store import (
+    Store,
     ack_in_transaction,
     ack_in_transaction_sync,
     begin_transaction,
@@ -25,6 +27,11 @@ from pgqueue.store import (
 )
 
 _T = TypeVar("_T")
+
+#: Seconds between two stored progress reports of one job (context.progress is throttled to it).
+PROGRESS_INTERVAL = 1.0
+#: The most bytes of JSON a progress note may have (pgqueue.progress refuses more).
+PROGRESS_NOTE_BYTES = 4096
 
 
 class Decisions(Protocol):
@@ -134,9 +141,12 @@ class JobContext:
         "_lease_listener",
         "_name",
         "_pool",
+        "_progress_at",
         "_queue",
         "_token",
         "_transaction_open",
+        "result_pending",
+        "result_ttl",
         "tries",
     )
 
@@ -161,6 +171,13 @@ class JobContext:
         self._pool: AsyncConnectionPool[Any] | None = None
         # While a context.transaction() block is open (one per attempt).
         self._transaction_open = False
+        # Issue 26. Set by the worker: seconds this job's result is kept (0: none). When kept, a
+        # context.transaction() block's ack leaves the result pending (result_pending), and the
+        # worker writes the handler's return value afterwards, fenced by the same token.
+        self.result_ttl = 0.0
+        self.result_pending = False
+        # When the last progress report was stored (time.monotonic()), for the throttle.
+        self._progress_at: float | None = None
 
     # ------------------------------------------------------------- read-only facts
     @property
@@ -297,7 +314,10 @@ class JobContext:
         reserved again, or it was cancelled), everything rolls back and
         :class:`~pgqueue.QueueLeaseError` is raised: a stale holder's writes never commit beside
         another execution's. An exception inside the block rolls back too (the job is then
-        retried as usual). After the block the job is settled (``decision == "acked"``).
+        retried as usual). After the block the job is settled (``decision == "acked"``). A job whose
+        result is kept (``result_ttl``) still keeps the handler's return value: the block's ack leaves
+        the result pending, and the worker writes the value once the handler returns, fenced by the
+        same token (a stale holder's block was refused, so its value never lands).
 
         One block per attempt: a second one opened while the first is open (nested, or from
         another task) raises QueueLeaseError before it writes anything; nest with
@@ -321,8 +341,13 @@ class JobContext:
                     self._check_block(conn.info.transaction_status)
                     self._claim("ack", "acked")
                     try:
-                        self._ack_answer(await ack_in_transaction(conn, self._id, self._token, began))
+                        if self.result_ttl > 0:
+                            self._ack_answer(await Store.ack_in_transaction_kept(conn, self._id, self._token, began,
+                                                                                 self.result_ttl))
+                        else:
+                            self._ack_answer(await ack_in_transaction(conn, self._id, self._token, began))
                         await conn.commit()
+                        self.result_pending = self.result_ttl > 0
                     except BaseException:
                         if self._decided == "acked":
                             self._decided = None  # not committed: the worker's retry policy decides
@@ -372,6 +397,37 @@ class JobContext:
             "the job was not acknowledged and runs again as its tries allow; what was committed before the "
             "block ended stays committed (the connection is in autocommit mode outside the block's "
             "transaction) — leave committing to the block (conn.transaction() inside it is a savepoint)")
+
+    async def progress(self, fraction: float | None = None, note: Any = None) -> bool:
+        """Report how far the handler is: ``fraction`` (0 to 1) and/or ``note`` (JSON, at most
+        4096 bytes), visible through the job's handle (``status().progress``), ``pgqueue.job_state``
+        and ``job:show``. Throttled: a report within :data:`PROGRESS_INTERVAL` seconds of the last
+        stored one is skipped, except a final one (``fraction == 1``). Returns whether it was
+        stored; raises QueueLeaseError if the lease was lost, QueueConfigurationError for bad input."""
+        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                     or not 0 <= fraction <= 1):
+            raise QueueConfigurationError(f"job {self._id}: progress(fraction={fraction!r}): the fraction must be "
+                                          "a number from 0 to 1 (or None); nothing was reported")
+        text = None
+        if note is not None:
+            try:
+                check_json_safe(note, f"job {self._id}: progress note")
+            except QueuePayloadError as exc:
+                raise QueueConfigurationError(f"{exc}; nothing was reported") from None
+            text = dumps_json(note)
+            if len(text.encode("utf-8")) > PROGRESS_NOTE_BYTES:
+                raise QueueConfigurationError(f"job {self._id}: the progress note is over {PROGRESS_NOTE_BYTES} bytes "
+                                              "of JSON; nothing was reported")
+        now = time.monotonic()
+        if self._progress_at is not None and now - self._progress_at < PROGRESS_INTERVAL and fraction != 1:
+            return False
+        if self._pool is None or self._decided is not None:
+            return False
+        if not await Store(self._pool).progress(self._id, self._token, None if fraction is None else float(fraction),
+                                                text):
+            raise self._refused("report progress")
+        self._progress_at = now
+        return True
 
     async def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left.
@@ -553,6 +609,10 @@ class SyncJobContext:
         """Renew the lease to end ``seconds`` from now; returns the seconds left."""
         return self._call(lambda: self._context.extend(seconds))
 
+    def progress(self, fraction: float | None = None, note: Any = None) -> bool:
+        """:meth:`JobContext.progress`, blocking."""
+        return self._call(lambda: self._context.progress(fraction, note))
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """:meth:`JobContext.transaction` for a sync handler: a blocking connection (opened for this
@@ -575,8 +635,13 @@ class SyncJobContext:
                     context._check_block(conn.info.transaction_status)
                     context._claim("ack", "acked")
                     try:
-                        context._ack_answer(ack_in_transaction_sync(conn, context.id, context.token, began))
+                        if context.result_ttl > 0:
+                            context._ack_answer(Store.ack_in_transaction_kept_sync(conn, context.id, context.token,
+                                                                                   began, context.result_ttl))
+                        else:
+                            context._ack_answer(ack_in_transaction_sync(conn, context.id, context.token, began))
                         conn.commit()
+                        context.result_pending = context.result_ttl > 0
                     except BaseException:
                         if context._decided == "acked":
                             context._decided = None

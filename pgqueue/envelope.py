@@ -15,74 +15,15 @@ from pgqueue.config import MAX_TIMEOUT, ConnectionConfig, check_timeout, check_t
 from pgqueue.errors import QueueConfigurationError, QueuePayloadError
 from pgqueue.ids import new_id
 from pgqueue.jobs import Job, args_struct, check_args
+from pgqueue.jsonvalues import _ENCODER, check_json_safe, dumps_json
 from pgqueue.limits import MAX_ARGS_DEPTH, MAX_DELAY_SECONDS, queue_name_problem
 
 ENVELOPE_VERSION = 1
 
-_ENCODER = msgspec.json.Encoder()
 #: The worker reads every envelope: msgspec's decoder takes a quarter of the standard library's
 #: time on a typical one. Unlike json.loads it refuses NaN, Infinity and numbers out of a
 #: float's range, which no jsonb value holds.
 _DECODER = msgspec.json.Decoder()
-
-
-def dumps_json(value: Any) -> str:
-    """Compact JSON text, non-ASCII kept as is. msgspec's encoder is 4x faster than the standard
-    library's for small args (bulk dispatch encodes every job's), but writes NaN and infinity as
-    ``null`` and encodes more than JSON types: callers pass values :func:`check_json_safe` (or
-    :func:`_plainly_json`) accepted."""
-    return _ENCODER.encode(value).decode()
-
-
-def check_json_safe(value: Any, path: str) -> None:
-    """Raise QueuePayloadError naming ``path`` if ``value`` cannot be stored as jsonb and read back equal.
-
-    Arrays and objects may nest :data:`~pgqueue.limits.MAX_ARGS_DEPTH` levels deep (``value``
-    itself is level 1); a list or dict that contains itself is refused by name.
-    """
-    _check_json(value, path, 1, set())
-
-
-def _check_json(value: Any, path: str, depth: int, open_containers: set[int]) -> None:
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise QueuePayloadError(f"{path} is {value!r}: NaN and infinity are not JSON")
-        return
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise QueuePayloadError(f"{path} contains a NUL character (\\x00), which PostgreSQL cannot store")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise QueuePayloadError(f"{path} contains an unpaired surrogate, which is not valid Unicode") from None
-        return
-    if isinstance(value, list | tuple | dict):
-        if id(value) in open_containers:
-            raise QueuePayloadError(f"{path} is a {type(value).__name__} that contains itself; self-referencing "
-                                    "data cannot be stored as JSON")
-        if depth > MAX_ARGS_DEPTH:
-            raise QueuePayloadError(
-                f"{path} nests arrays and objects deeper than {MAX_ARGS_DEPTH} levels (the args object is "
-                f"level 1), the most a job's args may have; flatten the data, or store it elsewhere and pass its id")
-        open_containers.add(id(value))
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise QueuePayloadError(
-                        f"{path} has a key {key!r} of type {type(key).__name__}; JSON keys are strings")
-                _check_json(key, f"{path} key {key!r}", depth, open_containers)
-                _check_json(item, f"{path}[{key!r}]", depth + 1, open_containers)
-        else:
-            for index, item in enumerate(value):
-                _check_json(item, f"{path}[{index}]", depth + 1, open_containers)
-        open_containers.discard(id(value))
-        return
-    raise QueuePayloadError(
-        f"{path} is of type {type(value).__module__}.{type(value).__qualname__}, which is not JSON; "
-        "pass ids, strings, numbers, lists or dicts (e.g. str(uuid), date.isoformat())"
-    )
 
 
 _SCALAR_TYPES = (str, int, bool, float, type(None))
@@ -275,6 +216,9 @@ class Envelope:
     #: The W3C trace context of the dispatch (``traceparent``, ``tracestate``), when traced
     #: (:mod:`pgqueue.tracing`); None in envelopes of untraced dispatches and older ones.
     trace: dict[str, str] | None = None
+    #: Seconds the job's result is kept, when its dispatch said (``result_ttl=``); None: the job
+    #: type's setting or the default decides (:func:`pgqueue.results.result_ttl`). Issue 26.
+    result_ttl: float | None = None
 
     @classmethod
     def build(cls, job: Job, connection: ConnectionConfig, *, queue: str | None = None,
@@ -300,6 +244,8 @@ class Envelope:
         }
         if self.trace is not None:
             data["trace"] = self.trace
+        if self.result_ttl is not None:
+            data["result_ttl"] = self.result_ttl
         return data
 
     def encode(self, max_bytes: int) -> str:
@@ -411,9 +357,14 @@ class Envelope:
                 type(k) is not str or type(v) is not str or len(v) > 512 for k, v in trace.items())):
             raise QueuePayloadError(f"envelope 'trace' must be null or an object of at most 8 short strings "
                                     f"(a W3C trace context: traceparent, tracestate), got {_kind(trace)}")
+        kept = get("result_ttl")
+        if kept is not None and (type(kept) not in (int, float) or not 0 <= kept <= 3153600000):
+            raise QueuePayloadError(f"envelope 'result_ttl' must be null or seconds from 0 to 3153600000, "
+                                    f"got {_kind(kept)}")
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=float(timeout), backoff=backoff,
-                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace)
+                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace,
+                   result_ttl=None if kept is None else float(kept))
 
 
 class _Missing:

@@ -47,3 +47,23 @@ class QueueStorageError(QueueError):
 
 class QueueDuplicateError(QueueDispatchError):
     """A dispatch with a unique key found the key held by an earlier job (raised only when asked)."""
+
+
+class QueueResultError(QueueError):
+    """A job's result is not available: the handler's return value could not be kept (not JSON,
+    too large, not what its return annotation declares: failure reason ``result_invalid``), or a
+    :class:`~pgqueue.JobHandle` waited for a job that failed, was cancelled, keeps no result or did
+    not end in time (see :class:`JobFailedError`, :class:`JobResultTimeout`)."""
+
+
+class JobFailedError(QueueResultError):
+    """The awaited job failed or was cancelled. ``status`` is its :class:`~pgqueue.JobStatus`:
+    the failure's reason and message, and every failed attempt with its error."""
+
+    def __init__(self, message: str, status: object) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class JobResultTimeout(QueueResultError, TimeoutError):
+    """The awaited job did not end within the timeout (it goes on; wait again or check its status)."""

@@ -10,6 +10,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
 import re
 import sys
 import types
@@ -97,6 +98,19 @@ def has_sync_handle(job_type: type[Job]) -> bool:
     return found
 
 
+#: The longest a result may be kept (100 years, the bound pgqueue.ack_results accepts).
+MAX_RESULT_TTL = 3153600000.0
+
+
+def check_result_ttl(value: object, what: str) -> float:
+    """``value`` as a result_ttl (seconds, 0 keeps none); raises QueueConfigurationError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_RESULT_TTL:
+        raise QueueConfigurationError(f"{what}: result_ttl must be a number of seconds from 0 (keep no result) "
+                                      f"to {MAX_RESULT_TTL:.0f} (100 years), got {value!r}")
+    return float(value)
+
+
 @dataclass_transform(kw_only_default=True)
 class Job:
     """Base class of class-based jobs.
@@ -151,6 +165,9 @@ class Job:
     unique_scope: ClassVar[str] = "queued"
     #: Seconds the derived key holds in the "period" scope.
     unique_period: ClassVar[float | None] = None
+    #: Seconds the handler's return value is kept (``pgqueue.job_results``; 0: none). None: a day
+    #: when ``handle`` declares a return type other than None, else 0 (see :mod:`pgqueue.results`).
+    result_ttl: ClassVar[float | None] = None
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
     # The args' types as one msgspec struct, built on first use (annotations may name types
@@ -180,6 +197,8 @@ class Job:
                 f"job {cls.name!r}: unique_by must be a tuple of arg names (of {cls._arg_names}), "
                 f"got {cls.unique_by!r}")
         cls.unique_by = tuple(cls.unique_by)
+        if cls.result_ttl is not None:
+            cls.result_ttl = check_result_ttl(cls.result_ttl, f"job {cls.name!r}")
         if cls.schedule is not None:
             # A bad expression, timezone or schedule_args field fails at import, not in the worker.
             schedule_of(cls)
@@ -197,8 +216,10 @@ class Job:
                 )
             _REGISTRY[cls.name] = cls
 
-    async def handle(self, context: JobContext) -> None:
-        """Run the job. Return to acknowledge it; raise to have it retried (see ``tries``)."""
+    async def handle(self, context: JobContext) -> Any:
+        """Run the job. Return to acknowledge it; raise to have it retried (see ``tries``). What it
+        returns is the job's result, kept when it declares a return type other than None (or with
+        ``result_ttl``): see :mod:`pgqueue.results`."""
         raise NotImplementedError(f"job {type(self).name!r} does not implement handle()")
 
     def retry_until(self) -> float | None:
@@ -264,11 +285,11 @@ class FunctionJob(Job, register=False):
     _function: ClassVar[Callable[..., Awaitable[Any]]]
     _wants_context: ClassVar[bool]
 
-    async def handle(self, context: JobContext) -> None:
+    async def handle(self, context: JobContext) -> Any:  # the function's return value: its result
         kwargs = self.args()
         if self._wants_context:
             kwargs["context"] = context
-        await type(self)._function(**kwargs)
+        return await type(self)._function(**kwargs)
 
 
 class SyncFunctionJob(FunctionJob, register=False):
@@ -277,11 +298,11 @@ class SyncFunctionJob(FunctionJob, register=False):
 
     _sync_function: ClassVar[Callable[..., Any]]
 
-    def handle(self, context: Any) -> None:  # type: ignore[override]  # sync: run in a thread
+    def handle(self, context: Any) -> Any:  # sync: run in a thread
         kwargs = self.args()
         if self._wants_context:
             kwargs["context"] = context
-        type(self)._sync_function(**kwargs)
+        return type(self)._sync_function(**kwargs)
 
 
 class JobFactory(Protocol):
@@ -298,7 +319,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
         backoff: float | Sequence[float] | Backoff | None = None,
         priority: int = 0, redact: Sequence[str] = (), schedule: str | timedelta | None = None,
         schedule_timezone: str = "UTC", schedule_args: Mapping[str, Any] | None = None,
-        schedule_catch_up: int = 1) -> Callable[[Callable[..., Any]], JobFactory]:
+        schedule_catch_up: int = 1, result_ttl: float | None = None) -> Callable[[Callable[..., Any]], JobFactory]:
     """Turn a function into a job type::
 
         @job(queue="emails", tries=5)
@@ -345,6 +366,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "schedule_timezone": schedule_timezone,
             "schedule_args": dict(schedule_args or {}),
             "schedule_catch_up": schedule_catch_up,
+            "result_ttl": result_ttl,
             "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,

@@ -19,6 +19,7 @@ from pgqueue import (
     QueueError,
     QueueLeaseError,
     QueuePayloadError,
+    QueueResultError,
     QueueRetryError,
     QueueStorageError,
     load_settings,
@@ -275,13 +276,15 @@ async def test_a_job_timeout_is_checked_against_its_connection(client: Client, d
 
 def test_one_error_hierarchy_exported_from_pgqueue() -> None:
     subclasses = [QueueConfigurationError, QueueDispatchError, QueuePayloadError, QueueRetryError,
-                  QueueLeaseError, QueueStorageError]
+                  QueueLeaseError, QueueStorageError, QueueResultError]
     for error in subclasses:
         assert issubclass(error, QueueError)
         assert getattr(pgqueue, error.__name__) is error
         assert error.__name__ in pgqueue.__all__
     assert issubclass(QueueError, Exception)
     assert set(QueueError.__subclasses__()) == set(subclasses)
+    # Issue 26: what result() raises is a QueueResultError.
+    assert {pgqueue.JobFailedError, pgqueue.JobResultTimeout} == set(QueueResultError.__subclasses__())
 
 
 def test_every_public_name_is_exported_and_documented() -> None:

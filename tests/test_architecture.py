@@ -289,7 +289,7 @@ def test_the_worker_module_is_lifecycle_only() -> None:
 # The store by domain (issue 25): its modules, what each is for, and the names callers import from
 # the package. A module over the bar is a sign that a domain needs splitting again.
 STORE_MODULES = {"__init__", "pooled", "errors", "sessions", "dispatch", "schedules", "reservation", "failed",
-                 "control", "maintenance", "history", "dashboard", "migrations", "testing", "workers"}
+                 "control", "maintenance", "history", "dashboard", "migrations", "testing", "workers", "results"}
 STORE_MODULE_LINES = 400
 STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
                "ScheduleRow", "QueueStats", "QueueControl", "CancelOutcome", "TableStatistics", "JobStatsRow",
@@ -321,7 +321,7 @@ def test_the_store_package_exports_what_callers_import() -> None:
     domains = {base.__module__ for base in store.Store.__mro__[1:] if base.__module__.startswith("pgqueue.store.")}
     assert domains == {f"pgqueue.store.{m}" for m in ("dispatch", "schedules", "reservation", "failed", "control",
                                                        "maintenance", "history", "dashboard", "testing",
-                                                       "workers", "pooled")}
+                                                       "workers", "results", "pooled")}
 
 
 def test_every_store_module_is_described_in_the_readme() -> None:

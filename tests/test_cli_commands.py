@@ -27,7 +27,8 @@ SIGN_IN, NIGHTLY_LOGIN = "cli_secret:sign_in", "cli_secret:nightly_login"
 
 COMMANDS = ["migrate", "queue:work", "queue:failed", "queue:retry", "queue:forget", "queue:flush",
             "queue:prune-failed", "queue:clear", "queue:cancel", "queue:pause", "queue:resume", "queue:limit",
-            "queue:status", "queue:dispatch", "schedule:list", "schedule:sync", "demo", "embedded"]
+            "queue:status", "queue:dispatch", "schedule:list", "schedule:sync", "demo", "embedded", "job:show",
+            "job:wait"]
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:

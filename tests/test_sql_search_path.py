@@ -358,6 +358,27 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.delete_matching(null, 'b', null, null, 'ready', null, null, 1)")
             call("select pgqueue.retry_failed_matching('b', null, 'cancelled', null, null, 1)")
             call("select pgqueue.forget_failed_matching('b', null, null, null, null, 10)")
+        if scalar(conn, "select to_regprocedure('pgqueue.job_state(uuid)') is not null"):
+            # Revision 0009 (issue 26): attempts kept by release and fail, results kept by the
+            # ack (one at once, one pending then stored), the state of a job, the pruning.
+            for _ in range(3):
+                call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("k")),))
+            held = call("select * from pgqueue.reserve(array['k'], 3, 60)")
+            call("select pgqueue.release(%s, %s, 0, 0.5, 0.1, %s)",
+                 (held[0]["id"], held[0]["token"], Jsonb({"exception": "E", "message": "m", "worker": "w"})))
+            call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception', 0.5, 0.1, 'w')",
+                 (held[1]["id"], held[1]["token"]))
+            again = call("select * from pgqueue.reserve(array['k'], 1, 60)")
+            call("select * from pgqueue.ack_results(%s::uuid[], %s::bigint[], null, null, false, "
+                 "array['1', null]::jsonb[], array[60, 60])",
+                 ([again[0]["id"], held[2]["id"]], [again[0]["token"], held[2]["token"]]))
+            call("select pgqueue.store_result(%s, %s, '2')", (held[2]["id"], held[2]["token"]))
+            call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("k")),))
+            again = call("select * from pgqueue.reserve(array['k'], 1, 60)")
+            call("select pgqueue.progress(%s, %s, 0.5, '{\"rows\": 1}')", (again[0]["id"], again[0]["token"]))
+            call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
+            call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
+            call("select * from pgqueue.prune_results(0, 100)")
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors

@@ -846,6 +846,87 @@ def queue_dispatch(
     typer.echo(f"dispatched {job_name} as job {job_id} to queue {queue_name!r}{when}")
 
 
+# ------------------------------------------------------------------ issue 26: results
+def _job_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        fail(f"{text!r} is not a job id (a UUID, as dispatch returned it)", EXIT_CONFIG)
+
+
+def _status_text(status: pgqueue.JobStatus) -> str:
+    """A job's status for people: its state, then what is known of it, then its failed attempts."""
+    lines = [f"job {status.id}: {status.state}"]
+    for label, value in (("name", status.name), ("queue", status.queue),
+                         ("attempts", None if status.attempts is None else
+                          f"{status.attempts}" + (f" of {status.tries}" if status.tries else "")),
+                         ("created", status.created_at), ("due / lease ends", status.available_at),
+                         ("reserved", status.reserved_at), ("finished", status.finished_at),
+                         ("result", json.dumps(status.result) if status.has_result else None),
+                         ("result kept until", status.result_expires_at), ("failure", status.failure_id),
+                         ("reason", status.reason), ("message", status.message),
+                         ("progress", None if status.progress is None else json.dumps(status.progress))):
+        if value is not None:
+            lines.append(f"  {label}: {value}")
+    if status.errors:
+        lines.append(f"  failed attempts ({len(status.errors)}):")
+        for e in status.errors:
+            took = "" if e.duration is None else f" after {e.duration:.3g}s"
+            where = "" if e.worker is None else f" on {e.worker}"
+            lines.append(f"    {e.attempt}. {e.failed_at} [{e.reason}]{where}{took}: "
+                         f"{e.exception + ': ' if e.exception else ''}{e.message}")
+    if status.state == "unknown":
+        lines.append("  pgqueue holds nothing of it: never dispatched, or it succeeded keeping no result")
+    return "\n".join(lines)
+
+
+@app.command("job:show", short_help="A job's state, result and failed attempts.")
+@reports_errors
+def job_show(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id (as dispatch returned it).")],
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Show where a job is (waiting, delayed, running, succeeded, failed, cancelled; unknown when
+    pgqueue holds nothing of it), its times, its result when kept and every failed attempt
+    (pgqueue.job_state)."""
+    wanted = _job_id(job_id)
+    found = target(dsn)
+
+    async def show() -> pgqueue.JobStatus:
+        async with found.client() as client:
+            return await client.job(wanted).status()
+
+    status = asyncio.run(show())
+    typer.echo(json.dumps(status.to_data(), indent=2) if as_json else _status_text(status))
+
+
+@app.command("job:wait", short_help="Wait for a job to end; print its result.")
+@reports_errors
+def job_wait(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id (as dispatch returned it).")],
+    timeout: Annotated[float, typer.Option("--timeout", min=0, help="Seconds to wait at most.")] = 60.0,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Wait (woken by the database's notification, no polling) until the job ends, then print its
+    result as JSON. Exits non-zero if it failed or was cancelled (its failure on stderr), keeps no
+    result, or did not end within --timeout."""
+    wanted = _job_id(job_id)
+    found = target(dsn)
+
+    async def wait() -> object:
+        async with found.client() as client:
+            return await client.job(wanted).result(timeout=timeout)
+
+    try:
+        value = asyncio.run(wait())
+    except pgqueue.JobResultTimeout as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(value))
+
+
 @app.command("schedule:list", short_help="Periodic jobs: expression, timezone, last and next tick.")
 @reports_errors
 def schedule_list(

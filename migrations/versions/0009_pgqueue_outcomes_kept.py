@@ -21,6 +21,8 @@ depends_on: str | Sequence[str] | None = None
 # Files under sql/, in the order they run (sql/migrations.lock holds their SHA-256): the table
 # changes, then each new or changed function's new version, "functions/<name>/0009.sql".
 UPGRADE = (
+    # issue 26: results (the trigger function first: upgrade.sql creates its trigger)
+    "functions/failure_recorded/0009.sql",
     "revisions/0009/upgrade.sql",
     # issue 29: workers
     "functions/register_worker/0009.sql",
@@ -32,12 +34,24 @@ UPGRADE = (
     "functions/delete_matching/0009.sql",
     "functions/retry_failed_matching/0009.sql",
     "functions/forget_failed_matching/0009.sql",
+    # issue 26: results
+    "functions/fail/0009.sql",
+    "functions/release/0009.sql",
+    "functions/ack_results/0009.sql",
+    "functions/store_result/0009.sql",
+    "functions/job_attempts/0009.sql",
+    "functions/job_state/0009.sql",
+    "functions/prune_results/0009.sql",
+    "functions/progress/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0009/downgrade.sql",
+    # issue 26: results
+    "functions/fail/0005.sql",
+    "functions/release/0005.sql",
 )
 
 

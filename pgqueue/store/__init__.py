@@ -17,6 +17,7 @@ domain, each in its module:
 - :mod:`~pgqueue.store.reservation`: reserve, ack, release, fail, snooze, extend, heartbeat
   (the worker's hot path) and a handler's transaction carrying its ack;
 - :mod:`~pgqueue.store.failed`: the failure records;
+- :mod:`~pgqueue.store.results`: results kept, every failed attempt kept, a job's state, progress;
 - :mod:`~pgqueue.store.control`: queue controls and status;
 - :mod:`~pgqueue.store.maintenance`: table statistics, VACUUM, pruning;
 - :mod:`~pgqueue.store.history`: ``pgqueue.job_stats`` read as rows, windows and buckets;
@@ -66,6 +67,7 @@ from pgqueue.store.reservation import (
     listen,
     listen_cancel,
 )
+from pgqueue.store.results import ResultStatements
 from pgqueue.store.schedules import ScheduleRow, ScheduleState, ScheduleStatements
 from pgqueue.store.testing import DispatchedJob, TestingStatements, dispatched_jobs_on_sync
 from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatements
@@ -73,7 +75,7 @@ from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatem
 
 class Store(DispatchStatements, ScheduleStatements, ReservationStatements, FailedStatements, ControlStatements,
             MaintenanceStatements, HistoryStatements, DashboardStatements, TestingStatements,
-            WorkerStatements):
+            WorkerStatements, ResultStatements):
     """Typed access to pgqueue's tables through one connection pool (autocommit connections)."""
 
     __slots__ = ("_pool",)

@@ -38,6 +38,11 @@ class Completer:
     Each ack carries the handler's run time and its wait from reservation to start, which
     ``pgqueue.ack`` adds to the history (``pgqueue.job_stats``); with ``keep_completed`` the
     acked jobs are also copied to ``pgqueue.completed_jobs`` by the same statement.
+
+    An ack that carries a result (issue 26: the job keeps it, ``result_ttl``) goes apart, with the
+    next flush of the completer's own, through ``pgqueue.ack_results``, which stores the result in
+    the ack's own fenced statement; the plain acks (and those riding with a reservation) are
+    unchanged and pay nothing for results.
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
@@ -55,6 +60,8 @@ class Completer:
         self._waits: list[float | None] = []
         #: The attempts the pending and in-flight acks end, by job id (told once answered).
         self._ended: dict[uuid.UUID, Ended] = {}
+        #: Acks carrying a result: (id, token, duration, wait, result JSON text, seconds kept).
+        self._kept: list[tuple[uuid.UUID, int, float | None, float | None, str, float]] = []
         #: Prefetched jobs waiting for ``pgqueue.mark_started`` before they start: id -> (token, answer).
         self._marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]] = {}
         self._in_flight = 0  # batches taken and not yet answered or given back
@@ -67,12 +74,19 @@ class Completer:
         self.refused = 0
 
     def add(self, job_id: uuid.UUID, token: int, duration: float | None = None, wait: float | None = None,
-            ended: Ended | None = None) -> None:
+            ended: Ended | None = None, result: tuple[str, float] | None = None) -> None:
         """Queue an acknowledgement (with the handler's run time and its wait from reservation to
         start, in seconds); it is sent with the next flush. ``ended``: the attempt's ``acked``
-        outcome, emitted once the database accepted the ack (``lost`` if the fence refused it)."""
+        outcome, emitted once the database accepted the ack (``lost`` if the fence refused it).
+        ``result``: the job's result (JSON text) and the seconds it is kept, stored by the same
+        fenced statement as the ack."""
         if ended is not None:
             self._ended[job_id] = ended
+        if result is not None:
+            self._kept.append((job_id, token, duration, wait, result[0], result[1]))
+            self._idle.clear()
+            self._pending.set()
+            return
         self._ids.append(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
@@ -114,7 +128,7 @@ class Completer:
     @property
     def pending(self) -> int:
         """Acks not yet confirmed by the database: waiting to be sent, or sent and not yet answered."""
-        return len(self._ids) + self._sending
+        return len(self._ids) + len(self._kept) + self._sending
 
     async def wait_idle(self) -> None:
         """Wait until every ack added so far has been flushed (or given up on)."""
@@ -127,7 +141,7 @@ class Completer:
             return AckBatch([], [], [], [], self.keep_completed)  # new lists: never the live ones add() appends to
         batch = AckBatch(self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-        if not self._marks:  # start marks still waiting keep the next flush due at once
+        if not self._marks and not self._kept:  # start marks still waiting keep the next flush due at once
             self._full.clear()
             self._pending.clear()
         self._in_flight += 1
@@ -157,7 +171,7 @@ class Completer:
             logger.warning("pgqueue: job %s finished but its ack was refused: the lease was lost (it expired "
                            "and the job was reserved again, or it was cleared); it may run twice", job_id,
                            extra={"job_id": str(job_id)})
-        if not self._ids and not self._in_flight:
+        if not self._ids and not self._in_flight and not self._kept:
             self._idle.set()
 
     def give_back(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None],
@@ -167,10 +181,27 @@ class Completer:
         self._sending -= len(ids)
         self._ids[:0], self._tokens[:0] = ids, tokens
         self._durations[:0], self._waits[:0] = durations, waits
-        if self._ids:
+        if self._ids or self._kept:
             self._pending.set()
         elif not self._in_flight:
             self._idle.set()
+
+    async def _flush_kept(self) -> None:
+        """Send the acks that carry results (``pgqueue.ack_results``); on an error they stay pending."""
+        kept, self._kept = self._kept, []
+        ids = [k[0] for k in kept]
+        self._in_flight += 1  # answered() counts both back
+        self._sending += len(ids)
+        try:
+            refused = await self._store.ack_results(ids, [k[1] for k in kept], [k[2] for k in kept],
+                                                    [k[3] for k in kept], self.keep_completed,
+                                                    [k[4] for k in kept], [k[5] for k in kept])
+        except BaseException:
+            self._in_flight -= 1
+            self._sending -= len(ids)
+            self._kept[:0] = kept
+            raise
+        self.answered(ids, refused)
 
     # ------------------------------------------------------------- own flushing
     async def run(self) -> None:
@@ -183,14 +214,35 @@ class Completer:
                         await asyncio.wait_for(self._full.wait(), self.flush_interval)
                 await self.flush()
         finally:
-            if self._ids:
+            if self._ids or self._kept:
                 await asyncio.shield(self.flush())
 
     async def flush(self) -> None:
         """Send every pending ack (and start mark) now; on a database error, keep them and retry
         with backoff."""
         delay = 0.05
-        while self._ids or self._marks:
+        while self._ids or self._marks or self._kept:
+            if self._kept:
+                try:
+                    await self._flush_kept()
+                except PoolClosed:
+                    logger.error("pgqueue: %d finished jobs and their results could not be acknowledged: the "
+                                 "connection pool was closed before the worker stopped; they run again after "
+                                 "their leases expire", len(self._kept))
+                    self._kept.clear()
+                except DATABASE_ERRORS as exc:
+                    self._instruments.transient_error()
+                    logger.warning("pgqueue: acknowledging %d jobs with their results failed (%s); retrying in "
+                                   "%.2fs", len(self._kept), exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if not (self._ids or self._marks):
+                    if not self._in_flight and not self._kept:
+                        self._idle.set()
+                    self._pending.clear()
+                    self._full.clear()
+                    continue
             batch = self.take()
             marks = self._take_marks()
             ids = batch.ids

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -15,9 +17,11 @@ from typing import Any
 
 from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe, failure_message, stored_text
 from pgqueue.envelope import Envelope
-from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError
+from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
 from pgqueue.jobs import Job, has_sync_handle, lookup
+from pgqueue.jsonvalues import dumps_json
 from pgqueue.redaction import log_fields
+from pgqueue.results import encode_result, result_ttl
 from pgqueue.store import Reservation, Store
 from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.tracing import active as tracing_active
@@ -125,6 +129,8 @@ class Executor:
         self._thread_pool: ThreadPoolExecutor | None = None
         #: Set when the worker stops: a reservation not yet started is handed back unstarted.
         self.stopping = False
+        #: Who ran an attempt, as kept with its failure (issue 26): host and process.
+        self.worker_name = f"{socket.gethostname()}:{os.getpid()}"
         #: Set by :meth:`Worker.install_signal_handlers`: SIGINT then never raises KeyboardInterrupt,
         #: so one raised by a handler is that handler's.
         self.signals_installed = False
@@ -161,6 +167,7 @@ class Executor:
                              - (time.monotonic() - started),
                              decisions=self._decisions, name=envelope.name)
         context._pool = self._store.pool  # context.transaction() commits on it
+        context.result_ttl = result_ttl(type(job), envelope)  # 0 for a job that keeps no result
         if self.cancellations is not None:
             self.cancellations.hold(context)
         began = time.monotonic()
@@ -254,12 +261,7 @@ class Executor:
             raised = exc
         duration = loop.time() - started
         if raised is None:
-            if context.claim_decision("acked"):
-                # The ack path: the completer batches it and ends the attempt once the database answers.
-                self._completer.add(context.id, context.token, duration, wait,
-                                    ended=_ended(context, Outcome.ACKED, result))
-                return
-            outcome: Outcome | None = _decided(context)  # the handler's own decision
+            outcome = await self._returned(job, context, envelope, result, duration, wait)
         else:
             outcome = await self._raised(job, context, envelope, raised, deadline, job_deadline, duration, wait)
         if outcome is not None:
@@ -267,6 +269,23 @@ class Executor:
         if raised is not None and (isinstance(raised, asyncio.CancelledError) if _interrupted()
                                    else self._stops(job, raised)):
             raise raised  # the worker's forced stop goes on; a Ctrl-C stops the process
+
+    async def _returned(self, job: Job, context: JobContext, envelope: Envelope, value: Any, duration: float,
+                        wait: float) -> Outcome | None:
+        """The handler returned ``value``: the ack (batched by the completer, which emits the attempt's
+        outcome once the database answers: None here), carrying the result when the job keeps one;
+        or the handler's own decision, or the result's failure (``result_invalid``)."""
+        kept: tuple[str, float] | None = None
+        if context.result_ttl > 0 and (context.decision is None or context.result_pending):
+            settled = await self._result(job, context, envelope, value, duration, wait)
+            if not isinstance(settled, tuple):
+                return settled  # failed (result_invalid), or acked by its transaction block, value written
+            kept = settled
+        if context.claim_decision("acked"):
+            self._completer.add(context.id, context.token, duration, wait,
+                                ended=_ended(context, Outcome.ACKED, value), result=kept)
+            return None
+        return _decided(context)  # the handler's own decision
 
     def _hold(self, context: JobContext, lease_moved: Callable[[], None]) -> None:
         """The handler is about to run: its time limit follows its lease, the heartbeat renews it."""
@@ -319,6 +338,38 @@ class Executor:
         note = None if isinstance(raised, Exception) else _handler_exit(raised, stops=self._stops(job, raised))
         return await self._after_exception(context, envelope, error, duration, wait, note=note)
 
+    async def _result(self, job: Job, context: JobContext, envelope: Envelope, value: Any, duration: float,
+                      wait: float) -> tuple[str, float] | Outcome | None:
+        """The handler returned ``value`` and its job keeps results: the result to ack with (JSON
+        text, seconds kept). One that cannot be kept (result_invalid) fails the attempt: its outcome
+        is given. After a ``context.transaction()`` block acked the job, the value is written now,
+        fenced by the attempt's token, and the block's ``acked`` is given (the job is settled)."""
+        try:
+            text = encode_result(type(job), value)
+        except QueueResultError as exc:
+            if context.result_pending:
+                logger.error("pgqueue: job %s (%s) was acked in its transaction but its result cannot be kept: "
+                             "%s; it keeps the result null", context.id, envelope.name, exc,
+                             extra=context.log_fields())
+                text = "null"
+            else:
+                if not context.claim_decision("failed"):
+                    return _decided(context)
+                return await self._fail(context.id, context.token, context.attempts, exc, "result_invalid",
+                                        name=envelope.name, queue=context.queue, duration=duration, wait=wait,
+                                        args=envelope.args)
+        if not context.result_pending:
+            return text, context.result_ttl
+        try:
+            if not await self._store.store_result(context.id, context.token, text):
+                logger.warning("pgqueue: job %s (%s): its pending result was no longer there (expired); the "
+                               "value was not kept", context.id, envelope.name, extra=context.log_fields())
+        except DATABASE_ERRORS as exc:
+            logger.error("pgqueue: job %s (%s) was acked in its transaction but writing its result failed (%s); "
+                         "the result stays pending until it expires", context.id, envelope.name, exc,
+                         extra=context.log_fields())
+        return _decided(context)
+
     def _handle(self, job: Job, context: JobContext) -> Awaitable[Any]:
         """The handler's run: the coroutine of an async ``handle``, or a sync one in the thread pool."""
         if not has_sync_handle(type(job)):
@@ -352,8 +403,12 @@ class Executor:
             delay = envelope.backoff.delay(attempts)
             if envelope.retry_until is None or time.time() + delay <= envelope.retry_until:
                 context.claim_decision("released")
+                exception, _, trace = describe(error, message)
+                kept_error = dumps_json({"exception": exception, "message": message, "traceback": trace,
+                                         "worker": self.worker_name})
                 try:
-                    accepted = await self._store.release(context.id, context.token, delay, duration, wait)
+                    accepted = await self._store.release_failed(context.id, context.token, delay, duration, wait,
+                                                                kept_error)
                 except DATABASE_ERRORS as exc:
                     logger.error("pgqueue: could not release job %s for a retry (%s); it will be retried "
                                  "when its lease expires", context.id, exc, extra=context.log_fields())
@@ -395,8 +450,8 @@ class Executor:
         # Decided by the worker before any handler ran: the message says it all.
         stored_trace = None if isinstance(error, QueueError) and reason != "exception" else trace
         try:
-            accepted = await self._store.fail(job_id, token, exception, message, stored_trace, reason, duration,
-                                              wait)
+            accepted = await self._store.fail_by(job_id, token, exception, message, stored_trace, reason, duration,
+                                                 wait, self.worker_name)
         except DATABASE_ERRORS as exc:
             logger.error("pgqueue: recording the failure of job %s (%s) failed (%s); the job stays reserved "
                          "and is recovered when its lease expires", job_id, name, exc, extra=fields)

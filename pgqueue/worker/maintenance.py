@@ -180,7 +180,22 @@ class Maintenance:
         if stats or completed:
             logger.info("pgqueue: pruned %d rows of pgqueue.job_stats and %d of pgqueue.completed_jobs past their "
                         "retention", stats, completed)
+        await self.prune_results()
         return stats, completed
+
+    async def prune_results(self) -> tuple[int, int]:
+        """Issue 26: delete expired results and the failed attempts of jobs gone for the history's
+        retention, in batches (as :meth:`prune`); returns how many of each were deleted."""
+        results = attempts = 0
+        for _ in range(PRUNE_BATCHES):
+            r, a = await self._store.prune_results(self.history_retention, PRUNE_BATCH)
+            results, attempts = results + r, attempts + a
+            if r < PRUNE_BATCH and a < PRUNE_BATCH:
+                break
+        if results or attempts:
+            logger.info("pgqueue: pruned %d expired results and %d failed attempts of jobs that are gone",
+                        results, attempts)
+        return results, attempts
 
     async def prune_ticks_and_keys(self) -> tuple[int, int]:
         """Delete the schedule ticks before their schedule's catch-up window (the latest of each

@@ -26,9 +26,10 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from pgqueue.config import ConnectionConfig
-from pgqueue.envelope import Envelope, dumps_json
+from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError
 from pgqueue.jobs import Job
+from pgqueue.jsonvalues import dumps_json
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.store import ScheduleState, Store
 from pgqueue.store.errors import is_transient

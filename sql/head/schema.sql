@@ -43,6 +43,7 @@ create table pgqueue.jobs (
     snoozes       integer     not null default 0,           -- times snoozed (pgqueue.snooze), no try used
     due_at        timestamptz,                              -- when the current attempt became due
     prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
+    progress      jsonb,                                    -- issue 26: the running handler's last progress report
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -86,6 +87,8 @@ create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
 
 comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';
+comment on column pgqueue.jobs.progress is
+    'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 
@@ -101,9 +104,12 @@ create table pgqueue.failed_jobs (
     traceback   text,
     reason      text        not null,
     failed_at   timestamptz not null default now(),
+    worker      text,                   -- issue 26: the worker whose attempt failed (host:pid); null when decided in SQL
+    duration    double precision,       -- issue 26: that attempt's handler run time, seconds
     constraint failed_jobs_reason check (reason in (
         'exception', 'attempts_exhausted', 'deadline_passed',
-        'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled'))
+        'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
+        'result_invalid'))  -- issue 26: result_invalid
 );
 
 create index failed_jobs_failed_at_idx on pgqueue.failed_jobs (failed_at desc);
@@ -289,3 +295,43 @@ create table pgqueue.workers (
 
 comment on table pgqueue.workers is
     'pgqueue: running workers (host, pid, queues, concurrency, version, last heartbeat); stale rows are workers that are gone.';
+
+-- issue 26: results
+-- Every failed attempt of a job, one row each, keyed by the job id (not copied along with the job):
+-- the job's moves (fail, cancel, reserve's doomed path, retry_failed, retry_failed_all) need not
+-- carry it, so none of those functions pays for it and none can drop it. A retry's row is written
+-- by pgqueue.release (with the error); a terminal failure's by the trigger on failed_jobs, from the
+-- failure record itself (the worker and the run time are the two columns added to failed_jobs).
+-- Pruned by pgqueue.prune_results once the job is gone (no live job, no failure, no kept result).
+create table pgqueue.attempt_failures (
+    job_id     uuid             not null,
+    attempt    integer          not null,      -- the job's attempts count when it failed (restarts after retry_failed)
+    failed_at  timestamptz      not null default now(),
+    reason     text             not null,      -- 'retried', or the failure's reason (see failed_jobs.reason)
+    exception  text,
+    message    text             not null default '',
+    traceback  text,
+    worker     text,
+    duration   double precision
+);
+create index attempt_failures_job_id_idx on pgqueue.attempt_failures (job_id, failed_at);
+create index attempt_failures_failed_at_idx on pgqueue.attempt_failures (failed_at);
+comment on table pgqueue.attempt_failures is
+    'pgqueue: every failed attempt of each job (kept across retries and retry_failed). May hold business data from tracebacks: restrict access.';
+-- The handler's return value of a succeeded job, kept until expires_at (its result_ttl) and written
+-- by pgqueue.ack_results in the ack's own fenced statement. A row with a token is pending: the job
+-- was acked inside context.transaction() and pgqueue.store_result, fenced by that token, writes
+-- the value once the handler returns.
+create table pgqueue.job_results (
+    job_id      uuid        primary key,
+    queue       text        not null,
+    name        text        not null,
+    attempts    integer     not null,
+    result      jsonb,                          -- null while pending
+    token       bigint,                         -- the acked attempt's token while pending, else null
+    finished_at timestamptz not null default now(),
+    expires_at  timestamptz not null
+);
+create index job_results_expires_at_idx on pgqueue.job_results (expires_at);
+comment on table pgqueue.job_results is
+    'pgqueue: results of succeeded jobs (result_ttl). May hold business data: restrict access.';

@@ -11,3 +11,10 @@ create trigger jobs_unique_requeue
     for each row
     when (new.unique_scope = 'queued' and new.token is null and old.token is not null)
     execute function pgqueue.unique_requeue();
+
+-- issue 26: results. The end of a job (failed or cancelled) wakes whoever awaits it (channel
+-- pgqueue_ended, payload: the job id), and its failure becomes an attempt of its history.
+create trigger failed_jobs_recorded
+    after insert on pgqueue.failed_jobs
+    for each row
+    execute function pgqueue.failure_recorded();

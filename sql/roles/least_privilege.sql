@@ -157,6 +157,24 @@ alter function pgqueue.retry_failed_matching(text, text, text, timestamptz, time
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.forget_failed_matching(text, text, text, timestamptz, timestamptz, integer)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 26: results
+alter function pgqueue.release(uuid, bigint, double precision, double precision, double precision, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision, text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.ack_results(uuid[], bigint[], double precision[], double precision[], boolean, jsonb[],
+                                   double precision[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.store_result(uuid, bigint, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_results(double precision, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.job_state(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.job_attempts(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.progress(uuid, bigint, double precision, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -166,6 +184,18 @@ grant execute on function
     pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision),
     pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
 to pgqueue_producer;
+-- issue 26: results. Whoever dispatches may follow its jobs (their state, result and errors).
+grant execute on function pgqueue.job_state(uuid), pgqueue.job_attempts(uuid)
+to pgqueue_producer, pgqueue_operator;
+grant execute on function
+    pgqueue.release(uuid, bigint, double precision, double precision, double precision, jsonb),
+    pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision, text),
+    pgqueue.ack_results(uuid[], bigint[], double precision[], double precision[], boolean, jsonb[], double precision[]),
+    pgqueue.store_result(uuid, bigint, jsonb),
+    pgqueue.prune_results(double precision, integer),
+    pgqueue.progress(uuid, bigint, double precision, jsonb)
+to pgqueue_worker;
+grant select on pgqueue.attempt_failures, pgqueue.job_results to pgqueue_operator;
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),

@@ -81,7 +81,7 @@ async def test_quotes_semicolons_and_dollars_are_stored_verbatim(in_process_ledg
                                                                 fault_report: FaultReport) -> None:
     dsn = in_process_ledger
     queues = tuple(f"q {text[:150]}" for text in NASTY)
-    sent = {}
+    sent: dict[uuid.UUID, tuple[str, str, dict[str, object]]] = {}
     for queue_name, text in zip(queues, NASTY, strict=True):
         data = {text: [text, {"k": text}], "n": 1}
         [ok] = await producer.dispatch_many([EchoJob(text=text, data=data)], queue=queue_name)

@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 from uuid import UUID
 
@@ -26,6 +24,7 @@ from django.apps import apps as app_registry  # not `apps`: the submodule pgqueu
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.utils.module_loading import autodiscover_modules, module_has_submodule
 from psycopg.conninfo import make_conninfo
 
 from pgqueue.config import load_settings
@@ -86,15 +85,11 @@ async def adispatch(job: Job, *, using: str | None = None, **options: Any) -> UU
 
 
 def autodiscover(module: str = "jobs") -> list[str]:
-    """Import ``<app>.jobs`` of every installed app that has one, so its jobs register; returns the names."""
-    found: list[str] = []
-    for config in app_registry.get_app_configs():
-        name = f"{config.name}.{module}"
-        try:
-            spec = importlib.util.find_spec(name)
-        except ModuleNotFoundError:
-            spec = None
-        if spec is not None:
-            importlib.import_module(name)
-            found.append(name)
+    """Import ``<app>.jobs`` of every installed app that has one, so its jobs register; returns the names.
+
+    Django's own ``autodiscover_modules`` (as the admin finds ``admin.py``): the names come from
+    ``INSTALLED_APPS``, never from a job's stored data."""
+    found = [f"{config.name}.{module}" for config in app_registry.get_app_configs()
+             if module_has_submodule(config.module, module)]
+    autodiscover_modules(module)
     return found

@@ -12,3 +12,24 @@ drop function if exists pgqueue.register_worker(uuid, text, integer, text[], int
 drop function if exists pgqueue.refresh_worker(uuid, uuid[]);
 drop function if exists pgqueue.deregister_worker(uuid);
 drop table if exists pgqueue.workers;
+-- issue 26: results
+drop function pgqueue.progress(uuid, bigint, double precision, jsonb);
+alter table pgqueue.jobs drop column progress;
+drop trigger failed_jobs_recorded on pgqueue.failed_jobs;
+drop function pgqueue.failure_recorded();
+drop table pgqueue.job_results;
+drop table pgqueue.attempt_failures;
+alter table pgqueue.failed_jobs drop column worker, drop column duration;
+-- Failures of reason result_invalid become failed_by_handler, the nearest reason 0008 knows.
+update pgqueue.failed_jobs set reason = 'failed_by_handler' where reason = 'result_invalid';
+alter table pgqueue.failed_jobs drop constraint failed_jobs_reason;
+alter table pgqueue.failed_jobs add constraint failed_jobs_reason check (reason in (
+    'exception', 'attempts_exhausted', 'deadline_passed',
+    'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled'));
+drop function pgqueue.ack_results(uuid[], bigint[], double precision[], double precision[], boolean, jsonb[], double precision[]);
+drop function pgqueue.store_result(uuid, bigint, jsonb);
+drop function pgqueue.job_state(uuid);
+drop function pgqueue.job_attempts(uuid);
+drop function pgqueue.prune_results(double precision, integer);
+drop function pgqueue.fail(uuid, bigint, text, text, text, text, double precision, double precision, text);
+drop function pgqueue.release(uuid, bigint, double precision, double precision, double precision, jsonb);

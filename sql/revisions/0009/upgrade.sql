@@ -21,3 +21,65 @@ create table pgqueue.workers (
 
 comment on table pgqueue.workers is
     'pgqueue: running workers (host, pid, queues, concurrency, version, last heartbeat); stale rows are workers that are gone.';
+
+-- issue 26: results
+-- Every failed attempt of a job, one row each, keyed by the job id (not copied along with the job):
+-- the job's moves (fail, cancel, reserve's doomed path, retry_failed, retry_failed_all) need not
+-- carry it, so none of those functions pays for it and none can drop it. A retry's row is written
+-- by pgqueue.release (with the error); a terminal failure's by the trigger on failed_jobs, from the
+-- failure record itself (the worker and the run time are the two columns added to failed_jobs).
+-- Pruned by pgqueue.prune_results once the job is gone (no live job, no failure, no kept result).
+alter table pgqueue.failed_jobs
+    add column worker text,                -- the worker whose attempt failed (host:pid); null when decided in SQL
+    add column duration double precision;  -- that attempt's handler run time, seconds
+-- A handler's return value that cannot be kept (not JSON, too large, not its declared type).
+alter table pgqueue.failed_jobs drop constraint failed_jobs_reason;
+alter table pgqueue.failed_jobs add constraint failed_jobs_reason check (reason in (
+    'exception', 'attempts_exhausted', 'deadline_passed',
+    'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
+    'result_invalid'));
+create table pgqueue.attempt_failures (
+    job_id     uuid             not null,
+    attempt    integer          not null,      -- the job's attempts count when it failed (restarts after retry_failed)
+    failed_at  timestamptz      not null default now(),
+    reason     text             not null,      -- 'retried', or the failure's reason (see failed_jobs.reason)
+    exception  text,
+    message    text             not null default '',
+    traceback  text,
+    worker     text,
+    duration   double precision
+);
+create index attempt_failures_job_id_idx on pgqueue.attempt_failures (job_id, failed_at);
+create index attempt_failures_failed_at_idx on pgqueue.attempt_failures (failed_at);
+comment on table pgqueue.attempt_failures is
+    'pgqueue: every failed attempt of each job (kept across retries and retry_failed). May hold business data from tracebacks: restrict access.';
+-- The handler's return value of a succeeded job, kept until expires_at (its result_ttl) and written
+-- by pgqueue.ack_results in the ack's own fenced statement. A row with a token is pending: the job
+-- was acked inside context.transaction() and pgqueue.store_result, fenced by that token, writes
+-- the value once the handler returns.
+create table pgqueue.job_results (
+    job_id      uuid        primary key,
+    queue       text        not null,
+    name        text        not null,
+    attempts    integer     not null,
+    result      jsonb,                          -- null while pending
+    token       bigint,                         -- the acked attempt's token while pending, else null
+    finished_at timestamptz not null default now(),
+    expires_at  timestamptz not null
+);
+create index job_results_expires_at_idx on pgqueue.job_results (expires_at);
+comment on table pgqueue.job_results is
+    'pgqueue: results of succeeded jobs (result_ttl). May hold business data: restrict access.';
+-- A running handler's progress (context.progress: a fraction and/or a small JSON note, with the
+-- attempt and the time), written fenced by its token through pgqueue.progress, at most about once
+-- a second per job. Null until reported; a nullable column without a default costs the table
+-- nothing until a job reports.
+alter table pgqueue.jobs add column progress jsonb;
+comment on column pgqueue.jobs.progress is
+    'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
+-- The end of a job (failed or cancelled) wakes whoever awaits it (channel pgqueue_ended,
+-- payload: the job id), and its failure becomes an attempt of its history.
+create trigger failed_jobs_recorded
+    after insert on pgqueue.failed_jobs
+    for each row
+    execute function pgqueue.failure_recorded();

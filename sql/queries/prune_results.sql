@@ -1,0 +1,3 @@
+-- issue 26: the workers' maintenance: one batch of expired results and of the failed attempts of
+-- jobs that are gone.
+select results_deleted, attempts_deleted from pgqueue.prune_results(%s::double precision, %s::integer)
