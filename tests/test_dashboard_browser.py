@@ -491,8 +491,11 @@ def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(d
             newest = enqueue(conn, envelope("bulk", name="app:newest"))
         # Waits (polling the DOM, no sleep) until the refreshed rows show the new job.
         expect(page.locator(f"tr[data-job='{newest}']")).to_be_visible()
-        assert page.locator(f"tr[data-job='{first}'] input[name=id]").is_checked()
-        assert page.evaluate("window.__notReloaded") is True and page.evaluate("window.scrollY") == 300
+        # The rows are swapped first and the selection ticked again just after: wait for it (polling
+        # the DOM), then for the scroll position the swap restores.
+        expect(page.locator(f"tr[data-job='{first}'] input[name=id]")).to_be_checked()
+        page.wait_for_function("window.scrollY === 300")
+        assert page.evaluate("window.__notReloaded") is True
 
 
 def test_keyboard_shortcuts_open_the_main_pages(dsn: str, page: Any) -> None:
