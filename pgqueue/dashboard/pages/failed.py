@@ -130,7 +130,6 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return dash.render(request, "missing.html", status=404, page="failed", what="failure",
                                ident=str(failure_id))
         envelope, secrets = dash.redactor.envelope(row["envelope"])
-        history = await store.job_failures(row["job_id"], 20)
         live = await store.job_find(row["job_id"])
         return dash.render(
             request, "failure.html", page="failed", failure=row, envelope=envelope,
@@ -138,7 +137,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             args=envelope.get("args") if isinstance(envelope, dict) else None,
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
-            history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
+            attempts=await dash.attempts(row["job_id"], secrets), live=live,
             given=request.query_params.get("given"),
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )

@@ -177,17 +177,17 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                                         status_code=303)
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
         if row is not None:
-            envelope, _ = dash.redactor.envelope(row["envelope"])
+            envelope, secrets = dash.redactor.envelope(row["envelope"])
         else:
             # The job is only in failed_jobs: its name and args are those of its latest failure.
             latest = await store.failed_find(failures[0]["id"])
-            envelope, _ = dash.redactor.envelope(latest["envelope"] if latest else None)
+            envelope, secrets = dash.redactor.envelope(latest["envelope"] if latest else None)
         name = envelope.get("name") if isinstance(envelope, dict) else None
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
                            name=str(name) if name else None,
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
-                           failures=dash.masked_failures(failures))
+                           failures=dash.masked_failures(failures), attempts=await dash.attempts(job_id, secrets))
 
     async def cancel_one(request: Request) -> Response:
         async def run(form: FormData) -> str:
