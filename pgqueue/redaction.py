@@ -92,17 +92,25 @@ class Redactor:
                                    traceback=self.text(failure.traceback, secrets))
 
     @staticmethod
-    def text(text: str | None, secrets: Iterable[str], *, cut: bool = False) -> str | None:
+    def text(text: str | None, secrets: Iterable[str], *, cut: bool = False, cut_start: bool = False) -> str | None:
         """``text`` (a message, a traceback, a log line) with every quoted masked value replaced.
 
         ``cut``: the text was cut short (a list shows the start of a message), so a masked value
-        may end it half-written: such an end is masked too.
+        may end it half-written: such an end is masked too. ``cut_start``: the text is the end of a
+        longer one (a page shows a traceback's last lines), so a masked value may begin it
+        half-written: such a start is masked too.
         """
         if text is None:
             return None
         spellings = _spellings(secrets)
         for secret in spellings:
             text = text.replace(secret, MASK)
+        if cut_start:
+            for secret in spellings:
+                partial = next((k for k in range(len(secret) - 1, 0, -1) if text.startswith(secret[-k:])), 0)
+                if partial:
+                    text = MASK + text[partial:]
+                    break
         if cut:
             for secret in spellings:
                 partial = next((k for k in range(len(secret) - 1, 0, -1) if text.endswith(secret[:k])), 0)

@@ -34,7 +34,7 @@ from tests.dashboard_support import (
     served,
 )
 from tests.helpers import envelope
-from tests.sql_calls import enqueue, enqueue_many, rows, scalar
+from tests.sql_calls import enqueue, enqueue_many, fail, reserve, rows, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
 
@@ -511,3 +511,31 @@ def test_keyboard_shortcuts_open_the_main_pages(dsn: str, page: Any) -> None:
         # Typing in a field is typing, not a shortcut.
         page.keyboard.type("gw")
         assert page.url == server.url + "/jobs" and page.input_value("input[name=id]") == "gw"
+
+
+def test_a_failure_lists_every_attempt_with_its_traceback_folded(dsn: str, page: Any) -> None:
+    # Issues 26 and 29: every failed attempt of the job, its traceback behind a click; fits a phone.
+    made = seed(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job_id = scalar(conn, "select job_id from pgqueue.failed_jobs where id = %s", (made.failures[0],))
+        scalar(conn, "select pgqueue.retry_failed(%s)", (made.failures[0],))
+        [held] = reserve(conn, ["emails"], 1)
+        assert held["id"] == job_id
+        assert fail(conn, job_id, held["token"], message="SMTP said 451 again",
+                    traceback='Traceback (most recent call last):\n  File "mail.py", line 3\nBoom')
+        latest = scalar(conn, "select id from pgqueue.failed_jobs where job_id = %s", (job_id,))
+    with served(dsn) as server:
+        page.goto(f"{server.url}/failed/{latest}")
+        attempts = page.locator("[data-testid=attempts] tbody tr")
+        assert attempts.count() == 2
+        assert "SMTP said 451 again" in attempts.nth(0).inner_text()
+        assert "SMTP said 451" in attempts.nth(1).inner_text()
+        trace = attempts.nth(0).locator("pre.traceback")
+        assert not trace.is_visible()
+        attempts.nth(0).locator("summary").click()
+        expect(trace).to_be_visible()
+        assert 'File "mail.py", line 3' in trace.inner_text()
+        page.set_viewport_size({"width": 360, "height": 740})
+        page.goto(f"{server.url}/jobs/{job_id}")
+        assert page.locator("[data-testid=attempts] tbody tr").count() == 2
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360

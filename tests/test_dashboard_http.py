@@ -26,6 +26,7 @@ from starlette.routing import Mount
 
 from pgqueue import Client, QueueConfigurationError, format_rate, parse_rate
 from pgqueue.dashboard import check_bind, create_app, is_local_host
+from pgqueue.dashboard.core import ATTEMPTS_SHOWN
 from pgqueue.redaction import MASK
 from tests.cli_support import REPO, cli_env, command, pgqueue
 from tests.dashboard_support import SECRET, Seeded, SetPassword, SignUp, command_served, failure, seed
@@ -931,3 +932,82 @@ async def test_all_matching_failures_are_retried_or_forgotten(dsn: str, opened: 
     async with http_client(create_app(opened, read_only=True)) as web:
         assert (await web.post("/failed/bulk", data={"action": "forget"})).status_code == 403
         assert (await web.post("/jobs/bulk", data={"action": "delete"})).status_code == 403
+
+
+def retried(conn: psycopg.Connection[Any], queue: str, job_id: uuid.UUID, *, message: str,
+            traceback: str = "Traceback ...", worker: str = "host-1:42", duration: float = 1.5) -> None:
+    """Reserve ``job_id`` and release it for a retry keeping its attempt's error (what the worker
+    does when a handler raises and tries remain)."""
+    [held] = [r for r in reserve(conn, [queue], 1) if r["id"] == job_id]
+    error = json.dumps({"exception": "app.errors.Flaky", "message": message, "traceback": traceback,
+                        "worker": worker})
+    assert scalar(conn, "select pgqueue.release(%s, %s, 0, %s, 0, %s::jsonb)",
+                  (job_id, held["token"], duration, error))
+
+
+async def test_the_job_and_failure_pages_show_every_failed_attempt(dsn: str, opened: Client) -> None:
+    # Issues 26 and 29: a job that failed, was retried with retry_failed and failed again showed only
+    # its last failure ("Earlier failures" could never show anything: retry_failed deleted them).
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = failure(conn, "emails", name="app:send_email", message="SMTP said 451", tries=2)
+        job_id = count(dsn, "select job_id from pgqueue.failed_jobs where id = %s", first)
+    await opened.retry_failed(first)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        retried(conn, "emails", job_id, message="connection reset", traceback="Traceback\n  File \"x.py\"\nReset")
+    async with http_client(create_app(opened)) as web:
+        live = (await web.get(f"/jobs/{job_id}")).text
+    # A live job (queued again after the retry): both attempts so far, newest first.
+    assert re.findall(r'<tr data-attempt="(\d+)">', live) == ["1", "1"]
+    assert live.index("connection reset") < live.index("SMTP said 451")
+    assert "app.errors.Flaky" in live and "host-1:42" in live and "1 s" in live
+    assert "<summary>Traceback</summary>" in live and "File &#34;x.py&#34;" in live
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [held] = reserve(conn, ["emails"], 1)
+        assert held["id"] == job_id and fail(conn, job_id, held["token"], message="SMTP said 451 again")
+        last = count(dsn, "select id from pgqueue.failed_jobs where job_id = %s", job_id)
+    async with http_client(create_app(opened)) as web:
+        for path in (f"/jobs/{job_id}", f"/failed/{last}"):
+            page = (await web.get(path)).text
+            assert re.findall(r'<tr data-attempt="(\d+)">', page) == ["2", "1", "1"], path
+            cells = re.findall(r'<span class="tag r-([a-z_]+)">\1</span></td><td class="l mono">', page)
+            assert cells == ["exception", "retried", "exception"], path
+            assert page.index("SMTP said 451 again") < page.index("connection reset") < page.rindex("SMTP said 451")
+            assert 'data-testid="attempts-more"' not in page and 'data-testid="attempts-none"' not in page
+        # A job that never failed says so.
+        fresh = await opened.dispatch(SignUp(email="bo@example.com", password="x" * 12))
+        assert 'data-testid="attempts-none"' in (await web.get(f"/jobs/{fresh}")).text
+
+
+async def test_the_attempts_shown_are_masked_like_the_other_failure_text(dsn: str, opened: Client) -> None:
+    job_id = await opened.dispatch(SignUp(email="ann@example.com", password=SECRET))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Pages show a message's first 1,000 characters and a traceback's last 4,000: cut inside the secret.
+        retried(conn, "accounts", job_id, message="x" * 990 + SECRET, traceback=SECRET + "\n" + "y" * 4000,
+                worker=f"worker-{SECRET}")
+        retried(conn, "accounts", job_id, message=f"login refused for password {SECRET}",
+                traceback=SECRET + "z" * 3956 + f"\nBoom: {SECRET!r}")  # its last 4,000 start at [3:]
+        [held] = reserve(conn, ["accounts"], 1)
+        assert fail(conn, job_id, held["token"], message=f"no: {SECRET}")
+        latest = count(dsn, "select id from pgqueue.failed_jobs where job_id = %s", job_id)
+    async with http_client(create_app(opened)) as web:
+        for path in (f"/jobs/{job_id}", f"/failed/{latest}"):
+            page = (await web.get(path)).text
+            assert len(re.findall(r'<tr data-attempt="', page)) == 3, path
+            assert "login refused for password" in page and "x" * 990 in page and "y" * 100 in page, path
+            assert "(the traceback&#39;s start is omitted)" in page and f"no: {MASK}" in page, path
+            assert SECRET not in page and SECRET[:10] not in page and SECRET[-10:] not in page, path
+
+
+async def test_the_attempts_list_stops_at_its_cap_and_says_how_many_more(dsn: str, opened: Client) -> None:
+    shown = ATTEMPTS_SHOWN
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job_id = enqueue(conn, envelope("emails", name="app:send_email", tries=shown + 10))
+        for n in range(1, shown + 4):
+            retried(conn, "emails", job_id, message=f"failure number {n}.")
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get(f"/jobs/{job_id}")).text
+    numbers = [int(n) for n in re.findall(r'<tr data-attempt="(\d+)">', page)]
+    assert numbers == list(range(shown + 3, 3, -1))
+    assert "failure number 4." in page and "failure number 3." not in page
+    more = re.search(r'data-testid="attempts-more">([^<]*)<', page)
+    assert more is not None and more.group(1).startswith("3 more earlier attempts not shown")

@@ -206,3 +206,23 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
             assert [r["id"] for r in page.rows] == expected, search
             assert (await store.jobs_matching_count(search, 1000))[0] == len(expected), search
     assert len(expected) > 0
+
+
+async def test_the_attempt_history_is_newest_first_bounded_and_counted(dsn: str, store: Store) -> None:
+    made = seed(dsn)
+    failed = await store.failed_find(made.failures[0])
+    assert failed is not None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job_id = conn.execute("select pgqueue.retry_failed(%s)", (made.failures[0],)).fetchone()
+        assert job_id is not None and job_id[0] == failed["job_id"]
+        for _ in range(2):
+            [held] = reserve(conn, ["emails"], 1)
+            conn.execute("select pgqueue.release(%s, %s, 0, 0.25, 0, %s::jsonb)",
+                         (held["id"], held["token"], '{"exception": "E", "message": "again", "worker": "w"}'))
+    history = await store.job_attempt_history(failed["job_id"], 2, 100)
+    assert history.total == 3 and [(r["attempt"], r["reason"]) for r in history.rows] == [(2, "retried"),
+                                                                                          (1, "retried")]
+    assert history.rows[0]["message"] == "again" and history.rows[0]["worker"] == "w"
+    assert history.rows[0]["duration"] == 0.25 and history.rows[0]["message_cut"] is False
+    assert (await store.job_attempt_history(failed["job_id"], 5, 2)).total == 3  # never below the rows read
+    assert (await store.job_attempt_history(uuid.uuid4(), 5, 100)).total == 0

@@ -63,6 +63,22 @@ class Options:
     title: str = "pgqueue"
 
 
+#: How many failed attempts a job's pages list (newest first); "N more" says how many are not shown.
+ATTEMPTS_SHOWN = 20
+#: How far the attempts of one job are counted for "N more" ("at least N more" beyond).
+ATTEMPTS_COUNTED = 10_000
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """A job's failed attempts as its pages list them: ``rows`` (newest first, masked) and how many
+    older ones are not shown (``more``; a lower bound when ``capped``)."""
+
+    rows: list[dict[str, Any]]
+    more: int
+    capped: bool = False
+
+
 @dataclass
 class Dashboard:
     """The state of one dashboard app: the queue it shows, its options, its templates and nav."""
@@ -105,6 +121,21 @@ class Dashboard:
             _, secrets = self.redactor.args(row.get("name"), row.pop("args", None))
             row["message"] = self.redactor.text(row["message"], secrets, cut=bool(row.get("message_cut")))
         return rows
+
+    async def attempts(self, job_id: Any, secrets: list[str]) -> Attempts:
+        """The newest :data:`ATTEMPTS_SHOWN` failed attempts of a job as its pages show them: message,
+        traceback and exception with the values its job declares secret (``secrets``) masked."""
+        history = await (await self.store()).job_attempt_history(job_id, ATTEMPTS_SHOWN, ATTEMPTS_COUNTED)
+        for row in history.rows:
+            row["exception"] = self.redactor.text(row["exception"], secrets)
+            row["message"] = self.redactor.text(row["message"], secrets, cut=bool(row.pop("message_cut")))
+            trace = self.redactor.text(row["traceback"], secrets, cut_start=bool(row["traceback_cut"]))
+            if trace is not None and row["traceback_cut"]:
+                trace = "… (the traceback's start is omitted)\n…" + trace
+            row["traceback"] = trace
+            row["worker"] = self.redactor.text(row["worker"], secrets)
+        return Attempts(history.rows, history.total - len(history.rows),
+                        capped=history.total >= ATTEMPTS_COUNTED)
 
     # -------------------------------------------------------------- rendering
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -102,6 +102,20 @@ class FailureSearch:
                 "until": self.until}
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptHistory:
+    """The newest failed attempts of one job (``dashboard_job_attempts``) and how many it has.
+
+    ``rows`` are dicts of attempt, failed_at, reason, exception, message (its first 1,000
+    characters, ``message_cut`` when longer), traceback (its last 4,000, ``traceback_cut`` when
+    longer), worker and duration, newest first. ``total`` counts every attempt kept, up to the
+    count cap asked for (so ``total - len(rows)`` were not read).
+    """
+
+    rows: list[dict[str, Any]]
+    total: int
+
+
 def _scanned_page(rows: list[dict[str, Any]], last_columns: tuple[str, ...]) -> ScannedPage:
     """Split the rows of a bounded page query: the matches, and the scan's extent on every row."""
     if not rows:
@@ -169,6 +183,17 @@ class DashboardStatements(Pooled):
         """The failure records of one job id, newest first (a retried job keeps its id)."""
         with storage_errors(f"listing the failures of job {job_id}"):
             return await self._dicts("dashboard_job_failures", {"job_id": str(job_id), "limit": limit})
+
+    async def job_attempt_history(self, job_id: uuid.UUID, limit: int, count_cap: int) -> AttemptHistory:
+        """The ``limit`` newest failed attempts of a job (``pgqueue.attempt_failures``, kept across
+        retries and ``retry_failed``), trimmed for a page, and how many it has (up to ``count_cap``)."""
+        with storage_errors(f"listing the failed attempts of job {job_id}"):
+            rows = await self._dicts("dashboard_job_attempts",
+                                     {"job_id": str(job_id), "limit": limit, "count_cap": count_cap})
+        total = int(rows[0].pop("total")) if rows else 0
+        for row in rows[1:]:
+            row.pop("total")
+        return AttemptHistory(rows, max(total, len(rows)))
 
     async def jobs_page(self, *, queue: str | None, name: str | None, after: uuid.UUID | None,
                         scan: int, limit: int) -> ScannedPage:

@@ -66,10 +66,26 @@ def parse_ids(values: list[Any]) -> list[uuid.UUID]:
     return ids
 
 
-def routes(dash: Dashboard) -> list[BaseRoute]:
-    """The list, one failure, and the actions (POST, CSRF-checked, refused when read-only)."""
+def bulk_filters(params: Any, problems: list[str]) -> tuple[FailureSearch, dict[str, str]]:
+    """The failures an "all matching" action names (the list's filters) and the filters as given;
+    each unusable one is named in ``problems``."""
+    filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
+                                    "until": "'to'"}, problems)
+    reason = filters["reason"] or None
+    if reason is not None and reason not in REASONS:
+        problems.append(f"unknown reason {reason!r}; it was ignored")
+        reason = None
+    return failure_search(filters, reason, problems), filters
 
-    async def listing(request: Request) -> Response:
+
+class FailedPages:
+    """The failed-jobs pages and actions of one dashboard (each method a route's endpoint)."""
+
+    def __init__(self, dash: Dashboard) -> None:
+        self.dash = dash
+
+    async def listing(self, request: Request) -> Response:
+        dash = self.dash
         params = request.query_params
         problems: list[str] = []
         filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
@@ -118,7 +134,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 f"?{request.url.query}" if request.url.query else ""),
         )
 
-    async def detail(request: Request) -> Response:
+    async def detail(self, request: Request) -> Response:
+        dash = self.dash
         try:
             failure_id = uuid.UUID(request.path_params["failure_id"])
         except ValueError:
@@ -130,7 +147,6 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return dash.render(request, "missing.html", status=404, page="failed", what="failure",
                                ident=str(failure_id))
         envelope, secrets = dash.redactor.envelope(row["envelope"])
-        history = await store.job_failures(row["job_id"], 20)
         live = await store.job_find(row["job_id"])
         return dash.render(
             request, "failure.html", page="failed", failure=row, envelope=envelope,
@@ -138,21 +154,13 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             args=envelope.get("args") if isinstance(envelope, dict) else None,
             message=dash.redactor.text(row["message"], secrets),
             traceback=dash.redactor.text(row["traceback"], secrets),
-            history=dash.masked_failures([h for h in history if h["id"] != row["id"]]), live=live,
+            attempts=await dash.attempts(row["job_id"], secrets), live=live,
             given=request.query_params.get("given"),
             masked=sorted(dash.redactor.fields(envelope.get("name") if isinstance(envelope, dict) else None)),
         )
 
-    def bulk_filters(params: Any, problems: list[str]) -> tuple[FailureSearch, dict[str, str]]:
-        filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
-                                        "until": "'to'"}, problems)
-        reason = filters["reason"] or None
-        if reason is not None and reason not in REASONS:
-            problems.append(f"unknown reason {reason!r}; it was ignored")
-            reason = None
-        return failure_search(filters, reason, problems), filters
-
-    async def bulk_confirm(request: Request) -> Response:
+    async def bulk_confirm(self, request: Request) -> Response:
+        dash = self.dash
         # Step one of "all matching": the count, and a form that confirms it (step two, POST).
         problems: list[str] = []
         search, filters = bulk_filters(request.query_params, problems)
@@ -167,7 +175,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                            describe=BULK_ACTIONS.get(action or "", ""), post=url(request, "failed_bulk"),
                            back=url(request, "failed", **kept))
 
-    async def bulk(request: Request) -> Response:
+    async def bulk(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             problems: list[str] = []
             search, _ = bulk_filters(form, problems)
@@ -191,14 +200,16 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
-    async def retry_one(request: Request) -> Response:
+    async def retry_one(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             failure_id = request.path_params["failure_id"]
             job_id = await dash.client.retry_failed(failure_id, connection=dash.options.connection)
             return f"retried failure {failure_id}: job {job_id} is ready on its queue again"
         return await dash.action(request, run)
 
-    async def forget_one(request: Request) -> Response:
+    async def forget_one(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             failure_id = request.path_params["failure_id"]
             try:
@@ -211,7 +222,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return f"forgot failure {failure_id}"
         return await dash.action(request, run)
 
-    async def retry_selected(request: Request) -> Response:
+    async def retry_selected(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             ids = parse_ids(form.getlist("id"))
             if not ids:
@@ -229,7 +241,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
-    async def forget_selected(request: Request) -> Response:
+    async def forget_selected(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             ids = parse_ids(form.getlist("id"))
             if not ids:
@@ -239,7 +252,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return f"forgot {forgotten} of {len(ids)} selected failures"
         return await dash.action(request, run)
 
-    async def flush(request: Request) -> Response:
+    async def flush(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             queue = form.get("queue")
             queue = queue.strip() if isinstance(queue, str) and queue.strip() else None
@@ -251,14 +265,18 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return f"flushed {removed:,} failures" + (f" of queue {queue!r}" if queue else " (every queue)")
         return await dash.action(request, run)
 
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    """The list, one failure, and the actions (POST, CSRF-checked, refused when read-only)."""
+    pages = FailedPages(dash)
     return [
-        Route("/failed", listing, name="failed"),
-        Route("/failed/retry-selected", retry_selected, methods=["POST"], name="failed_retry_selected"),
-        Route("/failed/forget-selected", forget_selected, methods=["POST"], name="failed_forget_selected"),
-        Route("/failed/flush", flush, methods=["POST"], name="failed_flush"),
-        Route("/failed/bulk", bulk_confirm, name="failed_bulk_confirm"),
-        Route("/failed/bulk", bulk, methods=["POST"], name="failed_bulk"),
-        Route("/failed/{failure_id}", detail, name="failure"),
-        Route("/failed/{failure_id}/retry", retry_one, methods=["POST"], name="failure_retry"),
-        Route("/failed/{failure_id}/forget", forget_one, methods=["POST"], name="failure_forget"),
+        Route("/failed", pages.listing, name="failed"),
+        Route("/failed/retry-selected", pages.retry_selected, methods=["POST"], name="failed_retry_selected"),
+        Route("/failed/forget-selected", pages.forget_selected, methods=["POST"], name="failed_forget_selected"),
+        Route("/failed/flush", pages.flush, methods=["POST"], name="failed_flush"),
+        Route("/failed/bulk", pages.bulk_confirm, name="failed_bulk_confirm"),
+        Route("/failed/bulk", pages.bulk, methods=["POST"], name="failed_bulk"),
+        Route("/failed/{failure_id}", pages.detail, name="failure"),
+        Route("/failed/{failure_id}/retry", pages.retry_one, methods=["POST"], name="failure_retry"),
+        Route("/failed/{failure_id}/forget", pages.forget_one, methods=["POST"], name="failure_forget"),
     ]

@@ -68,19 +68,24 @@ async def batches(step: Callable[[], Awaitable[int]]) -> int:
     return done
 
 
-def routes(dash: Dashboard) -> list[BaseRoute]:
-    """``/jobs`` (search) and ``/jobs/{job_id}`` (one job, live or only in failed_jobs)."""
+class JobPages:
+    """The jobs pages and actions of one dashboard (each method a route's endpoint)."""
 
-    async def place_of(request: Request, ident: uuid.UUID) -> str:
+    def __init__(self, dash: Dashboard) -> None:
+        self.dash = dash
+
+    async def place_of(self, request: Request, ident: uuid.UUID) -> str:
         """Where an id pasted into "Job id" is shown: its job, or the failure it names (the id that
         ``queue:failed`` prints), said on that page; an unknown id goes to the job page (a 404)."""
+        dash = self.dash
         store = await dash.store()
         if await store.job_find(ident) is None and not await store.job_failures(ident, 1) \
                 and await store.failed_find(ident) is not None:
             return url(request, "failure", {"failure_id": ident}, given="failure")
         return url(request, "job", {"job_id": ident})
 
-    async def listing(request: Request) -> Response:
+    async def listing(self, request: Request) -> Response:
+        dash = self.dash
         params = request.query_params
         problems: list[str] = []
         ident = text_filters(params, {"id": "job id"}, problems)["id"]
@@ -90,7 +95,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             except ValueError:
                 problems.append(f"{ident!r} is not a job id (a UUID); showing the search instead")
             else:
-                return RedirectResponse(await place_of(request, job_id), status_code=303)
+                return RedirectResponse(await self.place_of(request, job_id), status_code=303)
         search, filters = job_search(params, problems)
         filters["id"] = ident
         after = None
@@ -121,7 +126,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                            narrowing=narrowing,
                            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
 
-    async def bulk_confirm(request: Request) -> Response:
+    async def bulk_confirm(self, request: Request) -> Response:
+        dash = self.dash
         # Step one of "all matching": the count, and a form that confirms it (step two, POST).
         problems: list[str] = []
         search, filters = job_search(request.query_params, problems)
@@ -136,7 +142,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                            describe=BULK_ACTIONS.get(action or "", ""), narrowed=is_narrowed(search),
                            post=url(request, "jobs_bulk"), back=url(request, "jobs", **kept))
 
-    async def bulk(request: Request) -> Response:
+    async def bulk(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             problems: list[str] = []
             search, _ = job_search(form, problems)
@@ -148,7 +155,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             ids = None
             if form.getlist("id"):
                 ids = selected_ids(form)
-            done = await batches(lambda: store_bulk(action, search, ids))
+            done = await batches(lambda: self.store_bulk(action, search, ids))
             verb = "cancelled" if action == "cancel" else "deleted"
             note = f"{verb} {done:,} job{'' if done == 1 else 's'}"
             if done >= BULK_LIMIT:
@@ -158,11 +165,13 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
-    async def store_bulk(action: str, search: JobSearch, ids: list[uuid.UUID] | None) -> int:
+    async def store_bulk(self, action: str, search: JobSearch, ids: list[uuid.UUID] | None) -> int:
+        dash = self.dash
         store = await dash.store()
         return await store.jobs_bulk("cancel" if action == "cancel" else "delete", search, ids, BATCH)
 
-    async def detail(request: Request) -> Response:
+    async def detail(self, request: Request) -> Response:
+        dash = self.dash
         try:
             job_id = uuid.UUID(request.path_params["job_id"])
         except ValueError:
@@ -177,26 +186,28 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                                         status_code=303)
             return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
         if row is not None:
-            envelope, _ = dash.redactor.envelope(row["envelope"])
+            envelope, secrets = dash.redactor.envelope(row["envelope"])
         else:
             # The job is only in failed_jobs: its name and args are those of its latest failure.
             latest = await store.failed_find(failures[0]["id"])
-            envelope, _ = dash.redactor.envelope(latest["envelope"] if latest else None)
+            envelope, secrets = dash.redactor.envelope(latest["envelope"] if latest else None)
         name = envelope.get("name") if isinstance(envelope, dict) else None
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
                            name=str(name) if name else None,
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
-                           failures=dash.masked_failures(failures))
+                           failures=dash.masked_failures(failures), attempts=await dash.attempts(job_id, secrets))
 
-    async def cancel_one(request: Request) -> Response:
+    async def cancel_one(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             job_id = request.path_params["job_id"]
             outcome = await dash.client.cancel(job_id, connection=dash.options.connection)
             return f"job {job_id} {OUTCOMES.get(outcome, outcome)}"
         return await dash.action(request, run)
 
-    async def cancel_selected(request: Request) -> Response:
+    async def cancel_selected(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             ids = selected_ids(form)
             outcomes = [await dash.client.cancel(job_id, connection=dash.options.connection) for job_id in ids]
@@ -210,7 +221,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
-    async def delete_selected(request: Request) -> Response:
+    async def delete_selected(self, request: Request) -> Response:
+        dash = self.dash
         async def run(form: FormData) -> str:
             ids = selected_ids(form)
             done = await (await dash.store()).jobs_bulk("delete", JobSearch(), ids, min(len(ids), BATCH))
@@ -220,12 +232,16 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return note
         return await dash.action(request, run)
 
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    """``/jobs`` (search) and ``/jobs/{job_id}`` (one job, live or only in failed_jobs)."""
+    pages = JobPages(dash)
     return [
-        Route("/jobs", listing, name="jobs"),
-        Route("/jobs/cancel-selected", cancel_selected, methods=["POST"], name="jobs_cancel_selected"),
-        Route("/jobs/delete-selected", delete_selected, methods=["POST"], name="jobs_delete_selected"),
-        Route("/jobs/bulk", bulk_confirm, name="jobs_bulk_confirm"),
-        Route("/jobs/bulk", bulk, methods=["POST"], name="jobs_bulk"),
-        Route("/jobs/{job_id}", detail, name="job"),
-        Route("/jobs/{job_id}/cancel", cancel_one, methods=["POST"], name="job_cancel"),
+        Route("/jobs", pages.listing, name="jobs"),
+        Route("/jobs/cancel-selected", pages.cancel_selected, methods=["POST"], name="jobs_cancel_selected"),
+        Route("/jobs/delete-selected", pages.delete_selected, methods=["POST"], name="jobs_delete_selected"),
+        Route("/jobs/bulk", pages.bulk_confirm, name="jobs_bulk_confirm"),
+        Route("/jobs/bulk", pages.bulk, methods=["POST"], name="jobs_bulk"),
+        Route("/jobs/{job_id}", pages.detail, name="job"),
+        Route("/jobs/{job_id}/cancel", pages.cancel_one, methods=["POST"], name="job_cancel"),
     ]

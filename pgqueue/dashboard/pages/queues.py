@@ -50,6 +50,14 @@ def field(form: FormData, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def queue_of(form: FormData) -> str:
+    """The queue an action names (raises QueueConfigurationError when none is)."""
+    queue = field(form, "queue")
+    if not queue:
+        raise QueueConfigurationError("no queue was named; nothing was changed")
+    return queue
+
+
 def routes(dash: Dashboard) -> list[BaseRoute]:
     """``/queues`` (the page) and its actions: pause, resume, set or clear the limits of a queue."""
 
@@ -62,12 +70,6 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         rows = [(q.queue, by_queue.get(q.queue), cells) for q, cells in counted.rows]
         return dash.render(request, "queues.html", page="queues", rows=rows, rate_text=rate_text,
                            cap=dash.options.count_cap)
-
-    def queue_of(form: FormData) -> str:
-        queue = field(form, "queue")
-        if not queue:
-            raise QueueConfigurationError("no queue was named; nothing was changed")
-        return queue
 
     async def pause(request: Request) -> Response:
         async def run(form: FormData) -> str:
