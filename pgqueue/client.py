@@ -183,7 +183,7 @@ class Client:
             envelope = dataclasses.replace(envelope, trace=carrier)
         return envelope, config
 
-    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API: one keyword per envelope setting
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, result_ttl: float | None = None) -> JobHandle:
@@ -230,7 +230,7 @@ class Client:
             self._waiter = ResultWaiter(lambda: self.settings.connection(None).listen_dsn or self.dsn, self._store)
         return self._waiter
 
-    async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,
+    async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,  # noqa: PLR0913  # the public API, as dispatch
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
                           priority: int | None = None, connection: str | None = None,
                           raise_on_duplicate: bool = False) -> UniqueDispatch:

@@ -150,7 +150,7 @@ class JobContext:
         "tries",
     )
 
-    def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, tries: int, queue: str,
+    def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, tries: int, queue: str,  # noqa: PLR0913  # keyword-only: what the worker knows of one attempt
                  connection: str, lease_seconds_left: float, decisions: Decisions, name: str = "?") -> None:
         self._id = job_id
         self._name = name

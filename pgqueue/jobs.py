@@ -42,7 +42,7 @@ class Dispatcher(Protocol):
     :func:`set_default_dispatcher`.
     """
 
-    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the protocol of Client.dispatch
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None) -> UUID:
@@ -250,7 +250,7 @@ class Job:
         converted = check_args(cls, args)
         return cls(**{name: getattr(converted, name) for name in cls._arg_names})
 
-    async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API, as Client.dispatch
                        priority: int | None = None, connection: str | None = None,
                        using: Dispatcher | None = None, unique_key: str | None = None,
                        unique_scope: str = "queued", unique_for: float | None = None) -> UUID:
@@ -314,7 +314,7 @@ class JobFactory(Protocol):
     def __call__(self, **args: Any) -> FunctionJob: ...
 
 
-def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
+def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,  # noqa: PLR0913  # the public API: one keyword per Job setting
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
         priority: int = 0, redact: Sequence[str] = (), schedule: str | timedelta | None = None,
@@ -339,16 +339,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             raise QueueConfigurationError(f"@job needs a function, got {function!r}")
         is_async = inspect.iscoroutinefunction(function)
         signature = inspect.signature(function)
-        annotations: dict[str, Any] = {}
-        defaults: dict[str, Any] = {}
-        for param in signature.parameters.values():
-            if param.name == "context":
-                continue
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise QueueConfigurationError(f"@job {function.__qualname__}: *args/**kwargs are not supported")
-            annotations[param.name] = param.annotation if param.annotation is not param.empty else Any
-            if param.default is not param.empty:
-                defaults[param.name] = param.default
+        annotations, defaults = _job_fields(function, signature)
         namespace: dict[str, Any] = {
             "__annotations__": annotations,
             "__module__": function.__module__,
@@ -501,3 +492,19 @@ def _short(value: Any) -> str:
     text = repr(value)
     text = text if len(text) <= 80 else text[:77] + "..."
     return f"{type(value).__name__} {text}"
+
+
+def _job_fields(function: Callable[..., Any], signature: inspect.Signature) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The args of a function job: each parameter's annotation (Any when it has none) and the defaults;
+    ``context`` is not an arg."""
+    annotations: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.name == "context":
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise QueueConfigurationError(f"@job {function.__qualname__}: *args/**kwargs are not supported")
+        annotations[param.name] = param.annotation if param.annotation is not param.empty else Any
+        if param.default is not param.empty:
+            defaults[param.name] = param.default
+    return annotations, defaults

@@ -109,7 +109,7 @@ class Executor:
     reach the database (it stays reserved until its lease expires) ends in no outcome.
     """
 
-    def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,
+    def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
                  threads: int, cancellations: Cancellations | None = None,
                  instruments: Instruments | None = None) -> None:
@@ -438,7 +438,7 @@ class Executor:
             self._outcomes.emit(Ended(outcome, reservation.id, reservation.token, reservation.attempts,
                                       reservation.queue, name, reason if outcome is Outcome.FAILED else None))
 
-    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
+    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,  # noqa: PLR0913  # what pgqueue.fail records
                     *, name: str, queue: str, duration: float | None = None, wait: float | None = None,
                     message: str | None = None, args: Any = None) -> Outcome | None:
         """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history):
