@@ -11,7 +11,6 @@ import inspect
 import json
 import logging
 import math
-import re
 import sys
 import types
 import typing
@@ -22,12 +21,13 @@ from uuid import UUID
 
 import msgspec
 
+from pgqueue.args_errors import args_error
 from pgqueue.backoff import Backoff
-from pgqueue.errors import QueueConfigurationError, QueuePayloadError
+from pgqueue.errors import QueueConfigurationError
 from pgqueue.schedules import schedule_of
 
 if TYPE_CHECKING:
-    from pgqueue.context import JobContext
+    from pgqueue.job_context import JobContext
 
 _REGISTRY: dict[str, type[Job]] = {}
 
@@ -445,53 +445,8 @@ def check_args(job_type: type[Job], args: Mapping[str, Any]) -> Any:
     try:
         return msgspec.convert(args, checker.struct, strict=True)
     except msgspec.ValidationError as exc:
-        raise _args_error(job_type, checker, args, exc) from None
-
-
-_AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
-
-
-def _args_error(job_type: type[Job], checker: _ArgsType, args: Mapping[str, Any],
-                exc: msgspec.ValidationError) -> QueuePayloadError:
-    what = f"job {job_type.name!r} args"
-    if not isinstance(args, Mapping):
-        return QueuePayloadError(f"{what} must be an object of the job's fields, got {type(args).__name__}")
-    fields = job_type._arg_names
-    unknown = [key for key in args if key not in fields]
-    if unknown:
-        return QueuePayloadError(
-            f"{what}: unknown field {unknown[0]!r} (given {_short(args[unknown[0]])}); the job's fields are "
-            f"{', '.join(fields) or 'none'}")
-    missing = [name for name in fields if name not in args and name not in checker.defaults]
-    if missing:
-        return QueuePayloadError(
-            f"{what}: missing required field {missing[0]!r} ({_type_name(checker.annotations.get(missing[0]))})")
-    match = _AT.match(str(exc))
-    detail, path = (match["detail"], match["path"]) if match else (str(exc), "")
-    # msgspec's path is `.field` then `[index]`, `.key` or `[...]` (a dict value) segments.
-    name = next((field for field in sorted(fields, key=len, reverse=True)
-                 if path == f".{field}" or path.startswith((f".{field}.", f".{field}["))), None)
-    if name is None:
-        return QueuePayloadError(f"{what} do not match the job's fields: {detail}")
-    inner = path[len(name) + 1:]
-    where = f" at {inner}" if inner else ""
-    return QueuePayloadError(
-        f"{what}[{name!r}] must be {_type_name(checker.annotations.get(name))}, given {_short(args[name])} "
-        f"({detail.replace('`', '')}{where})")
-
-
-def _type_name(kind: Any) -> str:
-    if kind is None or kind is Any:
-        return "any JSON value"
-    if isinstance(kind, type) and not typing.get_args(kind):
-        return kind.__qualname__
-    return repr(kind).replace("typing.", "")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return f"{type(value).__name__} {text}"
+        raise args_error(f"job {job_type.name!r} args", job_type._arg_names, checker.defaults,
+                         checker.annotations, args, exc) from None
 
 
 def _job_fields(function: Callable[..., Any], signature: inspect.Signature) -> tuple[dict[str, Any], dict[str, Any]]:
