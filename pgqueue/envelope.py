@@ -156,7 +156,10 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             deadline = "null" if value is None else repr(value)
         job_id = make_id()
         text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline}{closing}'
-        _check_size(text, layout)
+        # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
+        if len(text) > layout.limit or (not text.isascii()
+                                        and len(text.encode("utf-8", "surrogatepass")) > layout.limit):
+            raise _too_large(layout.name, len(text.encode("utf-8", "surrogatepass")), layout.limit, layout.connection)
         ids.append(job_id)
         names.append(layout.name)
         connections.append(config)
@@ -181,13 +184,6 @@ def _args_text(args: dict[str, Any], job_type: type[Job], struct: type[msgspec.S
     except UnicodeEncodeError:  # a lone surrogate: found and named by the full check
         check_json_safe(args, f"job {name!r} args")
         raise
-
-
-def _check_size(text: str, layout: _Layout) -> None:
-    # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
-    if len(text) > layout.limit or (not text.isascii()
-                                    and len(text.encode("utf-8", "surrogatepass")) > layout.limit):
-        raise _too_large(layout.name, len(text.encode("utf-8", "surrogatepass")), layout.limit, layout.connection)
 
 
 def _check_joined(joined: str, names: list[str], args_of: list[dict[str, Any]]) -> None:
@@ -329,8 +325,7 @@ class Envelope:
                 raise QueuePayloadError(f"envelope 'queue': {problem}")
             if len(_GOOD_QUEUES) < 1024:
                 _GOOD_QUEUES.add(queue)
-        priority, tries, timeout, backoff, retry_until = _run_settings(data)
-        version, trace, kept = _extras(data)
+        priority, tries, timeout, backoff, retry_until, version, trace, kept = _settings(data)
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=timeout, backoff=backoff, retry_until=retry_until, version=version,
                    trace=trace, result_ttl=kept)
@@ -347,8 +342,10 @@ def _stored_id(stored_id: object, job_id: uuid.UUID | None) -> uuid.UUID:
     raise QueuePayloadError(f"envelope 'id' must be a UUID string, got {_kind(stored_id)}")
 
 
-def _run_settings(data: dict[str, Any]) -> tuple[int, int, float, Backoff, float | None]:
-    """An envelope's priority, tries, timeout, backoff and retry deadline, checked."""
+def _settings(data: dict[str, Any]) -> tuple[int, int, float, Backoff, float | None, int, dict[str, str] | None,
+                                             float | None]:
+    """An envelope's priority, tries, timeout, backoff, retry deadline, version, trace context and result
+    lifetime, checked."""
     get = data.get
     priority = get("priority", 0)
     if type(priority) is not int or not -32768 <= priority <= 32767:
@@ -371,12 +368,6 @@ def _run_settings(data: dict[str, Any]) -> tuple[int, int, float, Backoff, float
                                     or not _MIN_EPOCH <= retry_until <= _MAX_EPOCH):
         raise QueuePayloadError(f"envelope 'retry_until' must be epoch seconds (years 1 to 9999) or null, "
                                 f"got {_kind(retry_until)}")
-    return priority, tries, float(timeout), backoff, None if retry_until is None else float(retry_until)
-
-
-def _extras(data: dict[str, Any]) -> tuple[int, dict[str, str] | None, float | None]:
-    """An envelope's version, trace context and result lifetime, checked."""
-    get = data.get
     version = get("version", ENVELOPE_VERSION)
     if version != ENVELOPE_VERSION or type(version) is not int:
         raise QueuePayloadError(f"envelope 'version' {_kind(version)} is not supported by this worker "
@@ -390,7 +381,9 @@ def _extras(data: dict[str, Any]) -> tuple[int, dict[str, str] | None, float | N
     if kept is not None and (type(kept) not in (int, float) or not 0 <= kept <= 3153600000):
         raise QueuePayloadError(f"envelope 'result_ttl' must be null or seconds from 0 to 3153600000, "
                                 f"got {_kind(kept)}")
-    return version, trace, None if kept is None else float(kept)
+    return (priority, tries, float(timeout), backoff, None if retry_until is None else float(retry_until), version,
+            trace, None if kept is None else float(kept))
+
 
 class _Missing:
     def __repr__(self) -> str:
