@@ -131,8 +131,6 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     connections: list[ConnectionConfig] = []
     texts: list[str] = []
     args_of: list[dict[str, Any]] = []
-    dumps = _ENCODER.encode
-    convert = msgspec.convert
     make_id = new_id
     last_type: type[Job] | None = None
     config: ConnectionConfig
@@ -151,18 +149,7 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             struct = args_struct(job_type)
             last_type = job_type
         args = job.args()
-        if not _plainly_json(args):
-            check_json_safe(args, f"job {layout.name!r} args")
-        try:
-            convert(args, struct, strict=True)
-        except msgspec.ValidationError:
-            check_args(job_type, args)  # raises, naming field, expected type and given value
-            raise
-        try:
-            args_text = dumps(args).decode()
-        except UnicodeEncodeError:  # a lone surrogate: found and named by the full check
-            check_json_safe(args, f"job {layout.name!r} args")
-            raise
+        args_text = _args_text(args, job_type, struct, layout.name)
         deadline = layout.deadline
         if deadline is None:
             value = _deadline(job)
@@ -179,13 +166,33 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
         texts.append(text)
         args_of.append(args)
     joined = "[" + ",".join(texts) + "]"
+    _check_joined(joined, names, args_of)
+    return EncodedJobs(ids, names, connections, joined)
+
+
+def _args_text(args: dict[str, Any], job_type: type[Job], struct: type[msgspec.Struct], name: str) -> str:
+    """One job's args checked against its class and encoded as JSON text."""
+    if not _plainly_json(args):
+        check_json_safe(args, f"job {name!r} args")
+    try:
+        msgspec.convert(args, struct, strict=True)
+    except msgspec.ValidationError:
+        check_args(job_type, args)  # raises, naming field, expected type and given value
+        raise
+    try:
+        return _ENCODER.encode(args).decode()
+    except UnicodeEncodeError:  # a lone surrogate: found and named by the full check
+        check_json_safe(args, f"job {name!r} args")
+        raise
+
+
+def _check_joined(joined: str, names: list[str], args_of: list[dict[str, Any]]) -> None:
     # JSON escapes a NUL as \u0000, which jsonb refuses; PostgreSQL cannot store a surrogate either.
     if "\\u0000" in joined or not _encodes(joined):
         for name, args in zip(names, args_of, strict=True):
             check_json_safe(args, f"job {name!r} args")
         if not _encodes(joined):
             raise QueuePayloadError("the envelopes contain an unpaired surrogate, which is not valid Unicode")
-    return EncodedJobs(ids, names, connections, joined)
 
 
 def _encodes(text: str) -> bool:
@@ -304,16 +311,7 @@ class Envelope:
             if depth > MAX_ARGS_DEPTH:
                 raise QueuePayloadError(f"envelope 'args' nest {depth} levels deep, over the limit of "
                                         f"{MAX_ARGS_DEPTH} (pgqueue.limits.MAX_ARGS_DEPTH)")
-        stored_id = get("id", _MISSING)
-        if job_id is not None and stored_id == str(job_id):
-            the_id = job_id
-        elif type(stored_id) is str:
-            try:
-                the_id = uuid.UUID(stored_id)
-            except ValueError:
-                raise QueuePayloadError(f"envelope 'id' is not a UUID: {stored_id[:80]!r}") from None
-        else:
-            raise QueuePayloadError(f"envelope 'id' must be a UUID string, got {_kind(stored_id)}")
+        the_id = _stored_id(get("id", _MISSING), job_id)
         name = get("name", _MISSING)
         if type(name) is not str or not name:
             raise QueuePayloadError(f"envelope 'name' must be a non-empty string, got {_kind(name)}")
@@ -327,44 +325,64 @@ class Envelope:
                 raise QueuePayloadError(f"envelope 'queue': {problem}")
             if len(_GOOD_QUEUES) < 1024:
                 _GOOD_QUEUES.add(queue)
-        priority = get("priority", 0)
-        if type(priority) is not int or not -32768 <= priority <= 32767:
-            raise QueuePayloadError(f"envelope 'priority' must be an integer from -32768 to 32767, "
-                                    f"got {_kind(priority)}")
-        tries = get("tries", _MISSING)
-        if type(tries) is not int or not 1 <= tries <= 2_147_483_647:
-            raise QueuePayloadError(f"envelope 'tries' must be an integer >= 1, got {_kind(tries)}")
-        timeout = get("timeout", _MISSING)
-        if type(timeout) not in (int, float) or not 0 < timeout <= _MAX_TIMEOUT:
-            raise QueuePayloadError(f"envelope 'timeout' must be a finite number of seconds > 0, "
-                                    f"got {_kind(timeout)}")
-        backoff = Backoff.from_data(get("backoff", _MISSING))
-        if max(backoff.delays, default=0.0) > MAX_DELAY_SECONDS or (
-                backoff.base is not None and min(backoff.max, backoff.base) > MAX_DELAY_SECONDS):
-            raise QueuePayloadError(f"envelope 'backoff' has a delay over {MAX_DELAY_SECONDS:g}s "
-                                    "(pgqueue.limits.MAX_DELAY_SECONDS)")
-        retry_until = get("retry_until")
-        if retry_until is not None and (type(retry_until) not in (int, float)
-                                        or not _MIN_EPOCH <= retry_until <= _MAX_EPOCH):
-            raise QueuePayloadError(f"envelope 'retry_until' must be epoch seconds (years 1 to 9999) or null, "
-                                    f"got {_kind(retry_until)}")
-        version = get("version", ENVELOPE_VERSION)
-        if version != ENVELOPE_VERSION or type(version) is not int:
-            raise QueuePayloadError(f"envelope 'version' {_kind(version)} is not supported by this worker "
-                                    f"(it reads version {ENVELOPE_VERSION}); upgrade pgqueue")
-        trace = get("trace")
-        if trace is not None and (type(trace) is not dict or len(trace) > 8 or any(
-                type(k) is not str or type(v) is not str or len(v) > 512 for k, v in trace.items())):
-            raise QueuePayloadError(f"envelope 'trace' must be null or an object of at most 8 short strings "
-                                    f"(a W3C trace context: traceparent, tracestate), got {_kind(trace)}")
-        kept = get("result_ttl")
-        if kept is not None and (type(kept) not in (int, float) or not 0 <= kept <= 3153600000):
-            raise QueuePayloadError(f"envelope 'result_ttl' must be null or seconds from 0 to 3153600000, "
-                                    f"got {_kind(kept)}")
+        priority, tries, timeout, backoff, retry_until, version, trace, kept = _settings(data)
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
-                   tries=tries, timeout=float(timeout), backoff=backoff,
-                   retry_until=None if retry_until is None else float(retry_until), version=version, trace=trace,
-                   result_ttl=None if kept is None else float(kept))
+                   tries=tries, timeout=timeout, backoff=backoff, retry_until=retry_until, version=version,
+                   trace=trace, result_ttl=kept)
+
+
+def _stored_id(stored_id: object, job_id: uuid.UUID | None) -> uuid.UUID:
+    if job_id is not None and stored_id == str(job_id):
+        return job_id
+    if type(stored_id) is str:
+        try:
+            return uuid.UUID(stored_id)
+        except ValueError:
+            raise QueuePayloadError(f"envelope 'id' is not a UUID: {stored_id[:80]!r}") from None
+    raise QueuePayloadError(f"envelope 'id' must be a UUID string, got {_kind(stored_id)}")
+
+
+def _settings(data: dict[str, Any]) -> tuple[int, int, float, Backoff, float | None, int, dict[str, str] | None,
+                                             float | None]:
+    """An envelope's priority, tries, timeout, backoff, retry deadline, version, trace context and result
+    lifetime, checked."""
+    get = data.get
+    priority = get("priority", 0)
+    if type(priority) is not int or not -32768 <= priority <= 32767:
+        raise QueuePayloadError(f"envelope 'priority' must be an integer from -32768 to 32767, "
+                                f"got {_kind(priority)}")
+    tries = get("tries", _MISSING)
+    if type(tries) is not int or not 1 <= tries <= 2_147_483_647:
+        raise QueuePayloadError(f"envelope 'tries' must be an integer >= 1, got {_kind(tries)}")
+    timeout = get("timeout", _MISSING)
+    if type(timeout) not in (int, float) or not 0 < timeout <= _MAX_TIMEOUT:
+        raise QueuePayloadError(f"envelope 'timeout' must be a finite number of seconds > 0, "
+                                f"got {_kind(timeout)}")
+    backoff = Backoff.from_data(get("backoff", _MISSING))
+    if max(backoff.delays, default=0.0) > MAX_DELAY_SECONDS or (
+            backoff.base is not None and min(backoff.max, backoff.base) > MAX_DELAY_SECONDS):
+        raise QueuePayloadError(f"envelope 'backoff' has a delay over {MAX_DELAY_SECONDS:g}s "
+                                "(pgqueue.limits.MAX_DELAY_SECONDS)")
+    retry_until = get("retry_until")
+    if retry_until is not None and (type(retry_until) not in (int, float)
+                                    or not _MIN_EPOCH <= retry_until <= _MAX_EPOCH):
+        raise QueuePayloadError(f"envelope 'retry_until' must be epoch seconds (years 1 to 9999) or null, "
+                                f"got {_kind(retry_until)}")
+    version = get("version", ENVELOPE_VERSION)
+    if version != ENVELOPE_VERSION or type(version) is not int:
+        raise QueuePayloadError(f"envelope 'version' {_kind(version)} is not supported by this worker "
+                                f"(it reads version {ENVELOPE_VERSION}); upgrade pgqueue")
+    trace = get("trace")
+    if trace is not None and (type(trace) is not dict or len(trace) > 8 or any(
+            type(k) is not str or type(v) is not str or len(v) > 512 for k, v in trace.items())):
+        raise QueuePayloadError(f"envelope 'trace' must be null or an object of at most 8 short strings "
+                                f"(a W3C trace context: traceparent, tracestate), got {_kind(trace)}")
+    kept = get("result_ttl")
+    if kept is not None and (type(kept) not in (int, float) or not 0 <= kept <= 3153600000):
+        raise QueuePayloadError(f"envelope 'result_ttl' must be null or seconds from 0 to 3153600000, "
+                                f"got {_kind(kept)}")
+    return (priority, tries, float(timeout), backoff, None if retry_until is None else float(retry_until), version,
+            trace, None if kept is None else float(kept))
 
 
 class _Missing:

@@ -11,7 +11,6 @@ import inspect
 import json
 import logging
 import math
-import re
 import sys
 import types
 import typing
@@ -22,12 +21,13 @@ from uuid import UUID
 
 import msgspec
 
+from pgqueue.args_errors import args_error
 from pgqueue.backoff import Backoff
-from pgqueue.errors import QueueConfigurationError, QueuePayloadError
+from pgqueue.errors import QueueConfigurationError
 from pgqueue.schedules import schedule_of
 
 if TYPE_CHECKING:
-    from pgqueue.context import JobContext
+    from pgqueue.job_context import JobContext
 
 _REGISTRY: dict[str, type[Job]] = {}
 
@@ -42,7 +42,7 @@ class Dispatcher(Protocol):
     :func:`set_default_dispatcher`.
     """
 
-    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the protocol of Client.dispatch
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None) -> UUID:
@@ -250,7 +250,7 @@ class Job:
         converted = check_args(cls, args)
         return cls(**{name: getattr(converted, name) for name in cls._arg_names})
 
-    async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,
+    async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API, as Client.dispatch
                        priority: int | None = None, connection: str | None = None,
                        using: Dispatcher | None = None, unique_key: str | None = None,
                        unique_scope: str = "queued", unique_for: float | None = None) -> UUID:
@@ -314,7 +314,7 @@ class JobFactory(Protocol):
     def __call__(self, **args: Any) -> FunctionJob: ...
 
 
-def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,
+def job(*, name: str | None = None, queue: str | None = None, connection: str | None = None,  # noqa: PLR0913  # the public API: one keyword per Job setting
         tries: int | None = None, timeout: float | None = None,
         backoff: float | Sequence[float] | Backoff | None = None,
         priority: int = 0, redact: Sequence[str] = (), schedule: str | timedelta | None = None,
@@ -339,16 +339,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             raise QueueConfigurationError(f"@job needs a function, got {function!r}")
         is_async = inspect.iscoroutinefunction(function)
         signature = inspect.signature(function)
-        annotations: dict[str, Any] = {}
-        defaults: dict[str, Any] = {}
-        for param in signature.parameters.values():
-            if param.name == "context":
-                continue
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise QueueConfigurationError(f"@job {function.__qualname__}: *args/**kwargs are not supported")
-            annotations[param.name] = param.annotation if param.annotation is not param.empty else Any
-            if param.default is not param.empty:
-                defaults[param.name] = param.default
+        annotations, defaults = _job_fields(function, signature)
         namespace: dict[str, Any] = {
             "__annotations__": annotations,
             "__module__": function.__module__,
@@ -454,50 +445,21 @@ def check_args(job_type: type[Job], args: Mapping[str, Any]) -> Any:
     try:
         return msgspec.convert(args, checker.struct, strict=True)
     except msgspec.ValidationError as exc:
-        raise _args_error(job_type, checker, args, exc) from None
+        raise args_error(f"job {job_type.name!r} args", job_type._arg_names, checker.defaults,
+                         checker.annotations, args, exc) from None
 
 
-_AT = re.compile(r"^(?P<detail>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
-
-
-def _args_error(job_type: type[Job], checker: _ArgsType, args: Mapping[str, Any],
-                exc: msgspec.ValidationError) -> QueuePayloadError:
-    what = f"job {job_type.name!r} args"
-    if not isinstance(args, Mapping):
-        return QueuePayloadError(f"{what} must be an object of the job's fields, got {type(args).__name__}")
-    fields = job_type._arg_names
-    unknown = [key for key in args if key not in fields]
-    if unknown:
-        return QueuePayloadError(
-            f"{what}: unknown field {unknown[0]!r} (given {_short(args[unknown[0]])}); the job's fields are "
-            f"{', '.join(fields) or 'none'}")
-    missing = [name for name in fields if name not in args and name not in checker.defaults]
-    if missing:
-        return QueuePayloadError(
-            f"{what}: missing required field {missing[0]!r} ({_type_name(checker.annotations.get(missing[0]))})")
-    match = _AT.match(str(exc))
-    detail, path = (match["detail"], match["path"]) if match else (str(exc), "")
-    # msgspec's path is `.field` then `[index]`, `.key` or `[...]` (a dict value) segments.
-    name = next((field for field in sorted(fields, key=len, reverse=True)
-                 if path == f".{field}" or path.startswith((f".{field}.", f".{field}["))), None)
-    if name is None:
-        return QueuePayloadError(f"{what} do not match the job's fields: {detail}")
-    inner = path[len(name) + 1:]
-    where = f" at {inner}" if inner else ""
-    return QueuePayloadError(
-        f"{what}[{name!r}] must be {_type_name(checker.annotations.get(name))}, given {_short(args[name])} "
-        f"({detail.replace('`', '')}{where})")
-
-
-def _type_name(kind: Any) -> str:
-    if kind is None or kind is Any:
-        return "any JSON value"
-    if isinstance(kind, type) and not typing.get_args(kind):
-        return kind.__qualname__
-    return repr(kind).replace("typing.", "")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return f"{type(value).__name__} {text}"
+def _job_fields(function: Callable[..., Any], signature: inspect.Signature) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The args of a function job: each parameter's annotation (Any when it has none) and the defaults;
+    ``context`` is not an arg."""
+    annotations: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.name == "context":
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise QueueConfigurationError(f"@job {function.__qualname__}: *args/**kwargs are not supported")
+        annotations[param.name] = param.annotation if param.annotation is not param.empty else Any
+        if param.default is not param.empty:
+            defaults[param.name] = param.default
+    return annotations, defaults

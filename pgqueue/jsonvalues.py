@@ -42,12 +42,7 @@ def _check_json(value: Any, path: str, depth: int, open_containers: set[int]) ->
             raise QueuePayloadError(f"{path} is {value!r}: NaN and infinity are not JSON")
         return
     if isinstance(value, str):
-        if "\x00" in value:
-            raise QueuePayloadError(f"{path} contains a NUL character (\\x00), which PostgreSQL cannot store")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise QueuePayloadError(f"{path} contains an unpaired surrogate, which is not valid Unicode") from None
+        _check_text(value, path)
         return
     if isinstance(value, list | tuple | dict):
         if id(value) in open_containers:
@@ -58,19 +53,33 @@ def _check_json(value: Any, path: str, depth: int, open_containers: set[int]) ->
                 f"{path} nests arrays and objects deeper than {MAX_ARGS_DEPTH} levels (the args object is "
                 f"level 1), the most a job's args may have; flatten the data, or store it elsewhere and pass its id")
         open_containers.add(id(value))
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise QueuePayloadError(
-                        f"{path} has a key {key!r} of type {type(key).__name__}; JSON keys are strings")
-                _check_json(key, f"{path} key {key!r}", depth, open_containers)
-                _check_json(item, f"{path}[{key!r}]", depth + 1, open_containers)
-        else:
-            for index, item in enumerate(value):
-                _check_json(item, f"{path}[{index}]", depth + 1, open_containers)
+        _check_items(value, path, depth, open_containers)
         open_containers.discard(id(value))
         return
     raise QueuePayloadError(
         f"{path} is of type {type(value).__module__}.{type(value).__qualname__}, which is not JSON; "
         "pass ids, strings, numbers, lists or dicts (e.g. str(uuid), date.isoformat())"
     )
+
+
+def _check_text(value: str, path: str) -> None:
+    if "\x00" in value:
+        raise QueuePayloadError(f"{path} contains a NUL character (\\x00), which PostgreSQL cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueuePayloadError(f"{path} contains an unpaired surrogate, which is not valid Unicode") from None
+
+
+def _check_items(value: list[Any] | tuple[Any, ...] | dict[Any, Any], path: str, depth: int,
+                 open_containers: set[int]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise QueuePayloadError(
+                    f"{path} has a key {key!r} of type {type(key).__name__}; JSON keys are strings")
+            _check_json(key, f"{path} key {key!r}", depth, open_containers)
+            _check_json(item, f"{path}[{key!r}]", depth + 1, open_containers)
+    else:
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]", depth + 1, open_containers)

@@ -126,17 +126,20 @@ def queue_name_problem(name: object) -> str | None:
         return f"a queue name must be 1 to {MAX_QUEUE_NAME_LENGTH} characters, got {len(name)}: {shown(name)}"
     found = _FORBIDDEN.search(name)
     if found is not None:
-        if found.group() == ",":
-            return (f"queue name {shown(name)} is not valid: a queue name may not contain a comma, which "
-                    "separates queue names (--queue high,default)")
-        return (f"queue name {shown(name)} is not valid: it contains {_code_point(found.group())}, and a queue "
-                "name may not contain control, format or other invisible characters, nor line or paragraph "
-                "separators")
-    if _EDGE_SPACE.match(name[0]):
-        return f"queue name {shown(name)} is not valid: it starts with white space ({_code_point(name[0])})"
-    if _EDGE_SPACE.match(name[-1]):
-        return f"queue name {shown(name)} is not valid: it ends with white space ({_code_point(name[-1])})"
+        return _forbidden_character(name, found.group())
+    for edge, where in ((name[0], "starts"), (name[-1], "ends")):
+        if _EDGE_SPACE.match(edge):
+            return f"queue name {shown(name)} is not valid: it {where} with white space ({_code_point(edge)})"
     return None
+
+
+def _forbidden_character(name: str, character: str) -> str:
+    if character == ",":
+        return (f"queue name {shown(name)} is not valid: a queue name may not contain a comma, which "
+                "separates queue names (--queue high,default)")
+    return (f"queue name {shown(name)} is not valid: it contains {_code_point(character)}, and a queue "
+            "name may not contain control, format or other invisible characters, nor line or paragraph "
+            "separators")
 
 
 def unique_key_problem(key: object) -> str | None:

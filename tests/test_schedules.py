@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-import pgqueue.client
+import pgqueue.client_operations
 from pgqueue import Client, Job, JobContext, QueueConfigurationError, Schedule, job, schedule_of
 from pgqueue.store import Store
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
@@ -241,7 +241,7 @@ async def test_schedule_list_shows_a_schedule_that_cannot_be_computed_beside_the
         return [(listed_nightly, schedule_of(listed_nightly)),  # type: ignore[list-item,arg-type]
                 (EverySecond, NoNextTick(job_name="tests.schedules.listed_broken", every=timedelta(seconds=5)))]
 
-    monkeypatch.setattr(pgqueue.client, "declared_schedules", declared)
+    monkeypatch.setattr(pgqueue.client_operations, "declared_schedules", declared)
     from pgqueue.jobs import _REGISTRY
 
     try:

@@ -185,7 +185,7 @@ def _head() -> str:
 # --------------------------------------------------------------------- queue:work
 @app.command("queue:work", short_help="Run a worker.")
 @reports_errors
-def queue_work(
+def queue_work(  # noqa: PLR0913  # a typer command: one parameter per option
     connection: Connection = None,
     queue: Annotated[str | None, typer.Option(
         "--queue", "-q", metavar="QUEUES",
@@ -756,7 +756,7 @@ def queue_history(
 
 @app.command("queue:dispatch", short_help="Dispatch one job by its registered name.")
 @reports_errors
-def queue_dispatch(
+def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per option
     job_name: Annotated[str, typer.Argument(
         metavar="JOB", help="The registered job name, e.g. myapp.jobs:SendReport.")],
     args: Annotated[str, typer.Option("--args", metavar="JSON", help="The job's args as a JSON object.")] = "{}",

@@ -32,7 +32,7 @@ def served_hosts(host: str, extra: list[str]) -> list[str]:
 
 
 @reports_errors
-def dashboard_command(
+def dashboard_command(  # noqa: PLR0913  # a typer command: one parameter per option
     host: Annotated[str, typer.Option("--host", help="Interface to bind. Anything but loopback needs --auth.")]
         = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0: any free one, printed).")] = 8080,

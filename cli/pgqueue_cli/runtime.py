@@ -18,10 +18,10 @@ from typing import NoReturn, ParamSpec, TypeVar
 import psycopg
 import typer
 from psycopg.conninfo import conninfo_to_dict
-from typer._click.core import Parameter
 
-# typer vendors click: BadParameter is how a bad value becomes a usage error naming its option.
-from typer._click.exceptions import BadParameter
+# typer 0.29 vendors click and exports only part of it: typer.BadParameter (how a bad value becomes a
+# usage error naming its option) is public; the current context and a parameter's base class are not.
+from typer._click.core import Parameter
 from typer._click.globals import get_current_context
 from typer.core import TyperArgument, TyperOption
 
@@ -128,7 +128,7 @@ def refuse_undecodable(values: dict[str, object]) -> None:
         value = values.get(param.name or "")
         for item in value if isinstance(value, list | tuple) else (value,):
             if isinstance(item, str) and any("\ud800" <= c <= "\udfff" for c in item):
-                raise BadParameter(f"{shown(item)} is not valid UTF-8 (each \\udcXX is a byte that decodes to no "
+                raise typer.BadParameter(f"{shown(item)} is not valid UTF-8 (each \\udcXX is a byte that decodes to no "
                                    "character); nothing was done", ctx=ctx, param_hint=_hint(param))
 
 

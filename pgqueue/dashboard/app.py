@@ -29,7 +29,7 @@ __all__ = ["PAGES", "create_app"]
 PAGES: tuple[ModuleType, ...] = (overview, queues, failed, jobs, schedules, workers)
 
 
-def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str] | None = None,
+def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str] | None = None,  # noqa: PLR0913  # the public API: one keyword per option
                connection: str | None = None, redact: Iterable[str] = (), count_cap: int = 200,
                failed_count_cap: int = 2_000, sample_pages: int = 300, exact_pages: int = 2_000,
                page_size: int = 50, scan_limit: int = 10_000, refresh_seconds: float = 2.0,

@@ -36,7 +36,7 @@ class ResultStatements(Pooled):
         of exception, message, traceback and worker) in ``pgqueue.attempt_failures``."""
         return bool(await self._value("release_error", (job_id, token, delay, duration, wait, error)))
 
-    async def fail_by(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
+    async def fail_by(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,  # noqa: PLR0913  # the parameters of pgqueue.fail
                       traceback: str | None, reason: str, duration: float | None, wait: float | None,
                       worker: str) -> bool:
         """``fail`` naming the worker whose attempt failed (kept with the failure and its attempt)."""

@@ -24,9 +24,11 @@ from typing import Any
 import psycopg
 
 from pgqueue.config import DRIVER_SYNC_DEPRECATED, warn_deprecated
-from pgqueue.context import JobContext, SyncJobContext, describe
+from pgqueue.context import SyncJobContext
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueDispatchError, QueueStorageError
+from pgqueue.failures import describe
+from pgqueue.job_context import JobContext
 from pgqueue.jobs import Job, has_sync_handle
 from pgqueue.store import Store, UniqueDispatch, record_failure_on
 

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from pgqueue.context import JobContext
+from pgqueue.job_context import JobContext
 from pgqueue.store import Store
 from pgqueue.worker.heartbeat import Leased
 

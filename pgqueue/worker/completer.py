@@ -223,17 +223,7 @@ class Completer:
         delay = 0.05
         while self._ids or self._marks or self._kept:
             if self._kept:
-                try:
-                    await self._flush_kept()
-                except PoolClosed:
-                    logger.error("pgqueue: %d finished jobs and their results could not be acknowledged: the "
-                                 "connection pool was closed before the worker stopped; they run again after "
-                                 "their leases expire", len(self._kept))
-                    self._kept.clear()
-                except DATABASE_ERRORS as exc:
-                    self._instruments.transient_error()
-                    logger.warning("pgqueue: acknowledging %d jobs with their results failed (%s); retrying in "
-                                   "%.2fs", len(self._kept), exc, delay)
+                if not await self._send_kept(delay):
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
                     continue
@@ -247,28 +237,9 @@ class Completer:
             marks = self._take_marks()
             ids = batch.ids
             try:
-                if marks:
-                    marked, refused = await self._store.mark_started(
-                        list(marks), [token for token, _ in marks.values()], acks=batch)
-                    self._answer(marks, set(marked))
-                else:
-                    refused = await self._store.ack(*batch)
+                refused = await self._send(batch, marks)
             except PoolClosed:
-                # The client was closed under a running worker: no retry can succeed. The jobs
-                # run again once their leases expire (at-least-once), as after a crash.
-                logger.error("pgqueue: %d finished jobs could not be acknowledged: the connection pool was "
-                             "closed before the worker stopped; they run again after their leases expire",
-                             len(self._ids) + len(ids))
-                self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-                self._ended.clear()
-                self._answer({**marks, **self._marks}, set())
-                self._marks.clear()
-                self._pending.clear()
-                if ids:
-                    self._in_flight -= 1
-                    self._sending -= len(ids)
-                if not self._in_flight:
-                    self._idle.set()
+                self._abandon(marks, len(ids))
                 return
             except DATABASE_ERRORS as exc:
                 self._instruments.transient_error()
@@ -284,3 +255,46 @@ class Completer:
                 continue
             if ids:
                 self.answered(ids, refused)
+
+    async def _send(self, batch: AckBatch, marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]]) -> list[uuid.UUID]:
+        """Send one batch of acks, with the start marks when there are some; returns the ids the fence refused."""
+        if not marks:
+            return await self._store.ack(*batch)
+        tokens = [token for token, _ in marks.values()]
+        marked, refused = await self._store.mark_started(list(marks), tokens, acks=batch)
+        self._answer(marks, set(marked))
+        return refused
+
+    async def _send_kept(self, delay: float) -> bool:
+        """Send the acks that carry results; False when a database error asks for a retry after ``delay``."""
+        try:
+            await self._flush_kept()
+        except PoolClosed:
+            logger.error("pgqueue: %d finished jobs and their results could not be acknowledged: the "
+                         "connection pool was closed before the worker stopped; they run again after "
+                         "their leases expire", len(self._kept))
+            self._kept.clear()
+        except DATABASE_ERRORS as exc:
+            self._instruments.transient_error()
+            logger.warning("pgqueue: acknowledging %d jobs with their results failed (%s); retrying in "
+                           "%.2fs", len(self._kept), exc, delay)
+            return False
+        return True
+
+    def _abandon(self, marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]], sent: int) -> None:
+        """The client was closed under a running worker: no retry can succeed. The jobs (``sent`` of
+        them in the failed batch, the rest still pending) run again once their leases expire
+        (at-least-once), as after a crash."""
+        logger.error("pgqueue: %d finished jobs could not be acknowledged: the connection pool was "
+                     "closed before the worker stopped; they run again after their leases expire",
+                     len(self._ids) + sent)
+        self._ids, self._tokens, self._durations, self._waits = [], [], [], []
+        self._ended.clear()
+        self._answer({**marks, **self._marks}, set())
+        self._marks.clear()
+        self._pending.clear()
+        if sent:
+            self._in_flight -= 1
+            self._sending -= sent
+        if not self._in_flight:
+            self._idle.set()

@@ -15,9 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from pgqueue.context import MESSAGE_LIMIT, JobContext, SyncJobContext, describe, failure_message, stored_text
+from pgqueue.context import SyncJobContext
 from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
+from pgqueue.failures import MESSAGE_LIMIT, describe, failure_message, ran, stored_text, trimmed
+from pgqueue.job_context import JobContext
 from pgqueue.jobs import Job, has_sync_handle, lookup
 from pgqueue.jsonvalues import dumps_json
 from pgqueue.redaction import log_fields
@@ -28,69 +30,15 @@ from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import consumer_span, record_failure
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
+from pgqueue.worker.decisions import WorkerDecisions
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments
 from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
 
 logger = logging.getLogger("pgqueue.worker")
 
-#: The last lines of a traceback a failure's log line carries, each cut at TRACEBACK_WIDTH characters
-#: (the whole traceback is in failed_jobs; the message is on the line already).
-TRACEBACK_LINES = 8
-TRACEBACK_WIDTH = 240
-
-
-def trimmed(trace: str | None) -> str:
-    """The end of a traceback for a log line: a newline and its last :data:`TRACEBACK_LINES` lines
-    (where it was raised and the exception), "" without one."""
-    if not trace:
-        return ""
-    lines = trace.rstrip().splitlines()
-    if len(lines) > TRACEBACK_LINES:
-        lines = [f"  ({len(lines) - TRACEBACK_LINES} traceback lines above omitted)", *lines[-TRACEBACK_LINES:]]
-    return "\n" + "\n".join(line if len(line) <= TRACEBACK_WIDTH else line[:TRACEBACK_WIDTH] + " …"
-                             for line in lines)
-
-
-def ran(duration: float | None) -> str:
-    """An attempt's duration as a log line says it."""
-    return "?" if duration is None else f"{duration:.3f}s"
-
-
 #: ``scope(context)``: an async context manager entered around each execution.
 Scope = Callable[[JobContext], AbstractAsyncContextManager[Any]]
-
-
-class WorkerDecisions:
-    """A worker's :class:`pgqueue.context.Decisions` (the protocol): what a handler's context calls to
-    carry out its decisions. ``context.ack()`` is an ack through the completer, the others go to the store."""
-
-    __slots__ = ("_completer", "_store")
-
-    def __init__(self, store: Store, completer: Completer) -> None:
-        self._store = store
-        self._completer = completer
-
-    async def ack(self, job_id: uuid.UUID, token: int) -> bool:
-        """Ack now (the handler waits for the fence's answer)."""
-        return await self._completer.ack_now(job_id, token)
-
-    async def release(self, job_id: uuid.UUID, token: int, delay: float) -> bool:
-        """Put the job back, available after ``delay`` seconds."""
-        return await self._store.release(job_id, token, delay)
-
-    async def fail(self, job_id: uuid.UUID, token: int, exception: str | None, message: str,
-                   traceback_text: str | None, reason: str) -> bool:
-        """Move the job to failed_jobs."""
-        return await self._store.fail(job_id, token, exception, message, traceback_text, reason)
-
-    async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
-        """Renew the lease; the seconds left, or None if the fence refused."""
-        return await self._store.extend(job_id, token, seconds)
-
-    async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
-        """Put the job back without using up a try: 'snoozed', 'not_yours' or 'past_deadline'."""
-        return await self._store.snooze(job_id, token, delay)
 
 
 class Executor:
@@ -109,7 +57,7 @@ class Executor:
     reach the database (it stays reserved until its lease expires) ends in no outcome.
     """
 
-    def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,
+    def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
                  threads: int, cancellations: Cancellations | None = None,
                  instruments: Instruments | None = None) -> None:
@@ -438,7 +386,7 @@ class Executor:
             self._outcomes.emit(Ended(outcome, reservation.id, reservation.token, reservation.attempts,
                                       reservation.queue, name, reason if outcome is Outcome.FAILED else None))
 
-    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,
+    async def _fail(self, job_id: uuid.UUID, token: int, attempts: int, error: BaseException, reason: str,  # noqa: PLR0913  # what pgqueue.fail records
                     *, name: str, queue: str, duration: float | None = None, wait: float | None = None,
                     message: str | None = None, args: Any = None) -> Outcome | None:
         """Record the failure (the job moves to failed_jobs; ``duration`` and ``wait`` go to the history):

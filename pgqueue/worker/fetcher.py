@@ -90,7 +90,7 @@ class Fetcher:
     (:meth:`wake`), until the next delayed job is due, or for ``poll_interval`` at most.
     """
 
-    def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,
+    def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
                  queues: list[str], lease: float, concurrency: int, poll_interval: float,
                  fetch_cooldown: float, prefetch: int = 0, heartbeat: Heartbeat | None = None,
                  instruments: Instruments | None = None) -> None:
@@ -178,20 +178,7 @@ class Fetcher:
                 try:
                     reservations = await self._reserve_shielded(room)
                 except Exception as exc:
-                    fault = classify(exc)
-                    if fault == "transient":
-                        self._instruments.transient_error()
-                        logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
-                    elif fault == "refused":
-                        # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
-                        # expired final attempt) must not kill the worker: keep trying with backoff.
-                        logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs",
-                                     type(exc).__name__, exc, backoff)
-                    elif fault == "configuration" and isinstance(exc, psycopg.Error):
-                        # Not migrated, no privilege: configuration, not a passing fault.
-                        raise translate(exc, "reserving jobs") from exc
-                    else:
-                        raise
+                    self._reserve_failed(exc, backoff)
                     await self._sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
@@ -209,21 +196,39 @@ class Fetcher:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            # Nothing buffered, slots free, and the last reservation found nothing more.
-            if stop_when_empty:
-                if self.running:
-                    # A running handler may release its job for an immediate retry.
-                    self._slot_free.clear()
-                    await self._slot_free.wait()
-                    exhausted = False
-                    continue
-                if self._ended_since_reserve:
-                    # One ended after the last reservation (which came back short): look once more.
-                    exhausted = False
-                    continue
+            if not await self._nothing_ready(stop_when_empty):
                 return
-            await self._idle_wait()
             exhausted = False
+
+    def _reserve_failed(self, exc: Exception, backoff: float) -> None:
+        """Log a failed reservation the loop retries after ``backoff``, or raise what must stop the worker."""
+        fault = classify(exc)
+        if fault == "transient":
+            self._instruments.transient_error()
+            logger.warning("pgqueue: reserving failed (%s); retrying in %.2fs", exc, backoff)
+        elif fault == "refused":
+            # Data-dependent refusals (a trigger, a full disk refusing the failure record of an
+            # expired final attempt) must not kill the worker: keep trying with backoff.
+            logger.error("pgqueue: reserving failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, backoff)
+        elif fault == "configuration" and isinstance(exc, psycopg.Error):
+            # Not migrated, no privilege: configuration, not a passing fault.
+            raise translate(exc, "reserving jobs") from exc
+        else:
+            raise exc
+
+    async def _nothing_ready(self, stop_when_empty: bool) -> bool:
+        """Nothing buffered, slots free, and the last reservation found nothing more: wait for a reason to
+        look again (True), or end the loop (False) when draining and nothing more can come."""
+        if not stop_when_empty:
+            await self._idle_wait()
+            return True
+        if self.running:
+            # A running handler may release its job for an immediate retry.
+            self._slot_free.clear()
+            await self._slot_free.wait()
+            return True
+        # One ended after the last reservation (which came back short): look once more.
+        return self._ended_since_reserve
 
     # ------------------------------------------------------------------ buffer
     def _add_to_buffer(self, reservations: list[Reservation]) -> None:

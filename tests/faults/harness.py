@@ -49,7 +49,7 @@ def fault_settings(dsn: str, pyproject: Path) -> Settings:
 class WorkerProcess:
     """One ``tests.faults.worker_main`` subprocess; ended by its PID."""
 
-    def __init__(self, index: int, dsn: str, *, ledger_dsn: str, log_dir: Path, pyproject: Path,
+    def __init__(self, index: int, dsn: str, *, ledger_dsn: str, log_dir: Path, pyproject: Path,  # noqa: PLR0913  # a worker process's command line
                  concurrency: int = 10, queues: str = "default", poll_interval: float = 5.0,
                  listen_dsn: str | None = None, stop_when_empty: bool = False, prefetch: int | None = None) -> None:
         self.index = index
