@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+import time
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Protocol
 
 logger = logging.getLogger("pgqueue.worker")
 
-__all__ = ["Service", "Services"]
+__all__ = ["Service", "Services", "watch_stop"]
 
 
 class Service(Protocol):
@@ -77,3 +80,35 @@ class Services:
         # Shielded: the worker's run() may itself be cancelled; its services must still stop.
         remaining = [service for service, _ in reversed(self._tasks.values())]
         await asyncio.shield(self.stop(*remaining))
+
+
+def _stacks(skip: asyncio.Task[object] | None) -> str:
+    """Where each task of the loop is (but ``skip``), as ``print_stack`` shows it."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not skip and not task.done():
+            task.print_stack(limit=8, file=out)
+    return out.getvalue()
+
+
+@contextlib.asynccontextmanager
+async def watch_stop(what: str, *, after: float, every: float = 30.0) -> AsyncIterator[None]:
+    """Log a warning, with where every task is, when the block has run ``after`` seconds (then every
+    ``every`` seconds): a stop that hangs names what it waits for instead of saying nothing.
+    Never stops the block itself."""
+    started = time.monotonic()
+
+    async def report() -> None:
+        await asyncio.sleep(after)
+        while True:
+            logger.warning("pgqueue: %s has taken %.0fs so far; its tasks are at:\n%s", what,
+                           time.monotonic() - started, _stacks(asyncio.current_task()))
+            await asyncio.sleep(every)
+
+    watchdog = asyncio.create_task(report(), name="pgqueue-stop-watchdog")
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watchdog

@@ -35,7 +35,7 @@ from pgqueue.worker.options import WorkerKeywords, WorkerOptions, default_prefet
 from pgqueue.worker.outcomes import Outcomes, WorkerStats, log, reporter
 from pgqueue.worker.registry import Registry
 from pgqueue.worker.scheduler import Scheduler, declared_schedules
-from pgqueue.worker.services import Services
+from pgqueue.worker.services import Services, watch_stop
 
 logger = logging.getLogger("pgqueue.worker")
 
@@ -232,17 +232,19 @@ class Worker:
             finally:
                 # The order of the drain: nothing new is enqueued or vacuumed (a VACUUM in progress is
                 # cancelled on the server) while the running handlers finish, their leases renewed;
-                # then the LISTEN ends, and the completer last, once every ack is answered.
-                await services.stop(self.scheduler, self.depth_sampler, self.maintenance)
-                await self._drain()
-                await services.stop(self.heartbeat, refresher)
-                await self.registry.deregister()
-                # Threads still running a handler that ignored ``context.cancelled`` are left to
-                # finish; nothing waits for them here.
-                self.executor.shutdown()
-                await services.stop(*listening)
-                await self.completer.wait_idle()
-                await services.stop(self.completer)
+                # then the LISTEN ends, and the completer last, once every ack is answered. A stop
+                # that takes longer than the drain allows says where it waits.
+                async with watch_stop("stopping the worker", after=self.drain_timeout + 10.0):
+                    await services.stop(self.scheduler, self.depth_sampler, self.maintenance)
+                    await self._drain()
+                    await services.stop(self.heartbeat, refresher)
+                    await self.registry.deregister()
+                    # Threads still running a handler that ignored ``context.cancelled`` are left to
+                    # finish; nothing waits for them here.
+                    self.executor.shutdown()
+                    await services.stop(*listening)
+                    await self.completer.wait_idle()
+                    await services.stop(self.completer)
         if cancelled:
             raise asyncio.CancelledError
         return self.stats.processed

@@ -88,8 +88,20 @@ class WorkerProcess:
             os.kill(self.pid, sig)
 
     def wait(self, timeout: float) -> int:
+        """The exit code; a worker still running after ``timeout`` seconds fails the test with where
+        its tasks are (SIGUSR1 makes worker_main print them) and its log."""
         assert self.process is not None
-        return self.process.wait(timeout)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            while "worker_main: tasks (" not in self.log_text() or "worker_main: tasks end" not in self.log_text():
+                if time.monotonic() > deadline or not self.alive():
+                    break
+                time.sleep(0.1)
+            raise AssertionError(f"worker {self.index} (pid {self.pid}) still runs {timeout:.0f}s after being "
+                                 f"told to stop:\n{self.log_text()[-12000:]}") from None
 
     def log_text(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in self.logs if p.exists())

@@ -10,12 +10,15 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import pgqueue
 from tests.faults import fault_jobs
+
+TASKS_MARK = "--- worker_main: tasks"
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
@@ -40,6 +43,8 @@ async def _main(args: argparse.Namespace) -> int:
                                     poll_interval=args.poll_interval, listen_dsn=args.listen_dsn,
                                     prefetch=args.prefetch)
         worker.install_signal_handlers()
+        # SIGUSR1: print where every task is (the harness sends it to a worker that does not stop in time).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _print_tasks)
         await worker.run(stop_when_empty=args.stop_when_empty)
         print(json.dumps({"stats": asdict(worker.stats), "acked": worker.completer.acked,
                           "refused": worker.completer.refused}), flush=True)
@@ -47,6 +52,13 @@ async def _main(args: argparse.Namespace) -> int:
         await fault_jobs.close_ledger()
         await client.close()
     return 0
+
+
+def _print_tasks() -> None:
+    print(f"{TASKS_MARK} ({len(asyncio.all_tasks())})", file=sys.stderr)
+    for task in asyncio.all_tasks():
+        task.print_stack(limit=12, file=sys.stderr)
+    print(f"{TASKS_MARK} end", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
