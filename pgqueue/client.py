@@ -162,12 +162,12 @@ class Client(ClientOperations):
 
     # ----------------------------------------------------------------- dispatch
     def envelope(self, job: Job, *, queue: str | None = None, priority: int | None = None,
-                 connection: str | None = None) -> tuple[Envelope, ConnectionConfig]:
+                 connection: str | None = None, partition: str | None = None) -> tuple[Envelope, ConnectionConfig]:
         """Fix a job's envelope for a connection (validating it); nothing is stored."""
         if not isinstance(job, Job):
             raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
         config = self.settings.connection(connection or type(job).connection)
-        envelope = Envelope.build(job, config, queue=queue, priority=priority)
+        envelope = Envelope.build(job, config, queue=queue, priority=priority, partition=partition)
         carrier = producer_carrier(envelope.queue, job_id=envelope.id)  # None unless traced (pgqueue.tracing)
         if carrier is not None:
             envelope = dataclasses.replace(envelope, trace=carrier)
@@ -176,13 +176,15 @@ class Client(ClientOperations):
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API: one keyword per envelope setting
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
-                   unique_for: float | None = None, result_ttl: float | None = None) -> JobHandle:
+                   unique_for: float | None = None, result_ttl: float | None = None,
+                   partition: str | None = None) -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
         follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
-        (0: none; default: its job type's, see :mod:`pgqueue.results`).
+        (0: none; default: its job type's, see :mod:`pgqueue.results`). ``partition``: the job's
+        partition (default: its job type's ``partition_by``; see the README, "Partitions").
         """
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
@@ -190,8 +192,9 @@ class Client(ClientOperations):
         if unique_key is not None:
             return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
-                                                        connection=connection)).id)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+                                                        connection=connection, partition=partition)).id)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
         if result_ttl is not None:
             envelope = dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
         delay = _check_delay(delay, envelope.name)
@@ -223,7 +226,7 @@ class Client(ClientOperations):
     async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,  # noqa: PLR0913  # the public API, as dispatch
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
                           priority: int | None = None, connection: str | None = None,
-                          raise_on_duplicate: bool = False) -> UniqueDispatch:
+                          raise_on_duplicate: bool = False, partition: str | None = None) -> UniqueDispatch:
         """Enqueue one job unless a job already holds ``key``; PostgreSQL decides, race-free.
 
         ``scope``: ``"queued"`` (default: while a job of the key waits, ready or delayed),
@@ -235,7 +238,8 @@ class Client(ClientOperations):
         this call waits for it to end.
         """
         period_seconds = self._check_unique(key, scope, period)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return await inline.dispatch_unique(job, envelope, delay)
@@ -262,10 +266,10 @@ class Client(ClientOperations):
         Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
         return self.job(envelope.id)
 
-    async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
+    async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,  # noqa: PLR0913  # the public API, as dispatch
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
-                        unique_for: float | None = None) -> list[JobHandle]:
+                        unique_for: float | None = None, partition: str | None = None) -> list[JobHandle]:
         """Enqueue many jobs in one round trip; returns their ids in order (as :class:`~pgqueue.JobHandle` s).
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
@@ -274,6 +278,7 @@ class Client(ClientOperations):
 
         ``unique_keys`` (one per job, None for a job without a key) makes it
         :meth:`dispatch_unique_many`: the ids returned are those of the jobs holding each key.
+        ``partition``: every job's partition (default: each job type's ``partition_by``).
         """
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
@@ -292,7 +297,7 @@ class Client(ClientOperations):
             dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
                                                      conn=conn, delay=delay, queue=queue, connection=connection)
             return [self.job(d.id) for d in dispatched]
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
             return []
         delays = self._delays(delay, encoded.names)
@@ -364,7 +369,7 @@ class Client(ClientOperations):
         return float(period)
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
-                    connection: str | None = None) -> EncodedJobs:
+                    connection: str | None = None, partition: str | None = None) -> EncodedJobs:
         """Fix, validate and encode the envelopes of :meth:`dispatch_many` (nothing is stored)."""
         settings = self.settings
         resolved: dict[str | None, ConnectionConfig] = {}
@@ -392,7 +397,7 @@ class Client(ClientOperations):
                 with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
                     destination = settings.connection(connection or first.connection).queue
             carrier = producer_carrier(destination or "?", count=len(jobs))
-        return encode_many(jobs, connection_of, queue=queue, trace=carrier)
+        return encode_many(jobs, connection_of, queue=queue, trace=carrier, partition=partition)
 
     @staticmethod
     def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:

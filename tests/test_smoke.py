@@ -8,5 +8,6 @@ def test_migrated_database_has_the_tables(conn: psycopg.Connection[tuple[object,
         "select table_name from information_schema.tables where table_schema = 'pgqueue' order by 1"
     ).fetchall()
     assert [r[0] for r in rows] == ["attempt_failures", "completed_jobs", "failed_jobs", "job_results", "job_stats",
-                                    "jobs", "queue_stats", "queues", "schedule_ticks", "schedules", "unique_keys",
+                                    "jobs", "partitions", "queue_stats", "queues", "schedule_ticks", "schedules",
+                                    "unique_keys",
                                     "workers"]

@@ -43,6 +43,19 @@ UPGRADE = (
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
+    # issue 28: partitions (the rule first: the functions after it call it)
+    "functions/partition_problem/0009.sql",
+    "functions/partition_limits_problem/0009.sql",
+    "functions/envelope_problem/0009.sql",
+    "functions/enqueue/0009.sql",
+    "functions/enqueue_many/0009.sql",
+    "functions/retry_failed/0009.sql",
+    "functions/retry_failed_all/0009.sql",
+    "functions/set_partition_limits/0009.sql",
+    "functions/set_partition_limit/0009.sql",
+    "functions/partition_status/0009.sql",
+    "functions/reserve_partitions/0009.sql",
+    "functions/reserve/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -52,6 +65,13 @@ DOWNGRADE = (
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",
+    # issue 28: partitions
+    "functions/envelope_problem/0002.sql",
+    "functions/enqueue/0008.sql",
+    "functions/enqueue_many/0008.sql",
+    "functions/retry_failed/0002.sql",
+    "functions/retry_failed_all/0008.sql",
+    "functions/reserve/0007.sql",
 )
 
 

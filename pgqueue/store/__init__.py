@@ -36,7 +36,14 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.store.control import CancelOutcome, ControlStatements, QueueControl, QueueStats, queue_stats_on
+from pgqueue.store.control import (
+    CancelOutcome,
+    ControlStatements,
+    PartitionStatus,
+    QueueControl,
+    QueueStats,
+    queue_stats_on,
+)
 from pgqueue.store.dashboard import DashboardStatements, FailureSearch, JobSearch, Listener, QueueCounts, ScannedPage
 from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DispatchStatements, UniqueDispatch
 from pgqueue.store.failed import FailedStatements, record_failure_on
@@ -93,6 +100,7 @@ __all__ = [
     "JobSearch",
     "JobStatsRow",
     "Listener",
+    "PartitionStatus",
     "QueueControl",
     "QueueCounts",
     "QueueStats",

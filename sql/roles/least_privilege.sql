@@ -175,6 +175,13 @@ alter function pgqueue.job_attempts(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.progress(uuid, bigint, double precision, jsonb)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: partitions
+alter function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.partition_status(text)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -250,3 +257,10 @@ grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgq
 grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;
 -- issue 29: the registered workers (hosts, pids, queues, held job ids: no job data).
 grant select on pgqueue.workers to pgqueue_operator;
+-- issue 28: partitions (limits, overrides and per-partition counts: no job data).
+grant execute on function
+    pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean),
+    pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer),
+    pgqueue.partition_status(text)
+to pgqueue_operator;
+grant select on pgqueue.partitions to pgqueue_operator;
