@@ -54,6 +54,7 @@ UPGRADE = (
     "functions/set_partition_limits/0009.sql",
     "functions/set_partition_limit/0009.sql",
     "functions/partition_status/0009.sql",
+    "functions/partition_allowance/0009.sql",
     "functions/reserve_partitions/0009.sql",
     "functions/reserve/0009.sql",
 )

@@ -206,6 +206,7 @@ create table pgqueue.queues (
     partition_fair        boolean not null default false,
     partitioned           boolean not null default false,
     partition_cursor      text,
+    partition_credit      integer not null default 0,
     constraint queues_partition_concurrency check (partition_concurrency is null or partition_concurrency >= 1),
     constraint queues_partition_rate check ((partition_rate_limit is null) = (partition_rate_period is null)
         and (partition_rate_limit is null or partition_rate_limit >= 1)

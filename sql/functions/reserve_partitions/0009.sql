@@ -8,10 +8,14 @@
 --   queue's partition_concurrency / partition_rate_*); the tokens it gets are spent here (a
 --   candidate the caller then moves to failed_jobs spends one too).
 -- - Weighted round robin: the partitions with jobs of this priority are visited in the order of
---   their names, starting after the one served last (queues.partition_cursor, shared by every
---   worker), each visit giving a partition at most weight x quantum jobs (weight: its override,
---   default 1; quantum 1 in the first round). When a round leaves p_take unfilled and some
---   partitions had more, the next round grows the quantum to what is left over those partitions.
+--   their names, one turn each, round after round, continuing after the partition served last
+--   (queues.partition_cursor, shared by every worker). A turn gives a partition up to weight x r
+--   jobs (weight: its override, default 1; r = 1 in a call's first round; each later round of
+--   the same call shares what is left over the weights of the partitions that took their whole
+--   turn, so a call that asks for many jobs needs few rounds). A turn cut short
+--   because the call had no more room keeps the rest as queues.partition_credit: the next call
+--   goes on with it. So between partitions that stay ready and under their limits, the jobs
+--   reserved differ from the proportion of their weights by at most one turn each.
 -- - Jobs of the queue without a partition come after the round, looked for among the oldest
 --   p_take + 100 ready jobs of the priority only (a scan past a partition's backlog would cost a
 --   heap visit per job): in a queue served by partition, give every job a partition.
@@ -23,7 +27,6 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_control pgqueue.queues;
-    v_override pgqueue.partitions;
     v_ids uuid[] := '{}';
     v_got uuid[];
     v_left integer := p_take;
@@ -35,71 +38,64 @@ declare
     v_i integer;
     v_n integer;
     v_part text;
-    v_cursor text;
     v_last text;
-    v_wrapped boolean;
-    v_quantum integer := 1;
-    v_more integer;
-    v_cap integer;
-    v_rate integer;
-    v_period interval;
-    v_burst integer;
+    v_quantum integer;
+    v_round integer := 1;
+    v_credit integer;
+    v_credit_left integer;
+    v_idle integer := 0;
+    v_full_weight integer := 0;
+    v_whole_round boolean;
+    v_quantum_weight integer;
     v_bucket double precision;
-    v_running integer;
 begin
     select q.* into v_control from pgqueue.queues q where q.name = p_queue;
-    v_cursor := coalesce(v_control.partition_cursor, '');
-    v_last := v_cursor;
-    loop  -- rounds
-        v_more := 0;
-        v_part := v_cursor;
-        v_wrapped := false;
-        loop  -- one round: the partitions after the cursor, then from the first up to the cursor
+    v_last := coalesce(v_control.partition_cursor, '');
+    v_part := v_last;
+    -- The partition served last may have a part of its turn left (it was cut short by p_take).
+    v_credit := case when v_last <> '' then v_control.partition_credit else 0 end;
+    v_credit_left := 0;
+    v_whole_round := v_last = '';
+    loop
+        if v_credit > 0 then
+            v_quantum := v_credit;  -- its turn goes on
+            v_credit := 0;
+        else
             select min(j.partition) into v_part from pgqueue.jobs j
             where j.queue = p_queue and j.priority = p_priority and j.partition > v_part;
-            if v_part is null then
-                exit when v_wrapped or v_cursor = '';
-                v_wrapped := true;
-                v_part := '';
-                continue;
+            if v_part is null then  -- past the last: the next round starts at the first
+                select min(j.partition) into v_part from pgqueue.jobs j
+                where j.queue = p_queue and j.priority = p_priority and j.partition is not null;
+                exit when v_part is null;
+                -- The next round shares what is left among the partitions whose whole turn was
+                -- taken (they may want more), in proportion to their weights.
+                -- (Only after a whole round: the partitions before the cursor had no turn yet.)
+                if v_whole_round and v_full_weight > 0 then
+                    v_round := greatest(1, v_left / v_full_weight);
+                end if;
+                v_whole_round := true;
+                v_full_weight := 0;
             end if;
-            exit when v_wrapped and v_part > v_cursor;
-            v_i := array_position(v_names, v_part);
-            if v_i is null then
-                -- First visit in this call: what the partition may get.
-                select p.* into v_override from pgqueue.partitions p where p.queue = p_queue and p.partition = v_part;
-                v_cap := coalesce(v_override.concurrency, v_control.partition_concurrency);
-                v_n := p_take;
-                if v_cap is not null then
-                    select count(*) into v_running from pgqueue.jobs j
-                    where j.queue = p_queue and j.partition = v_part and j.token is not null and j.available_at > p_now;
-                    v_n := greatest(v_cap - v_running, 0);
-                end if;
-                if v_override.rate_limit is not null then
-                    v_rate := v_override.rate_limit; v_period := v_override.rate_period; v_burst := v_override.rate_burst;
-                else
-                    v_rate := v_control.partition_rate_limit; v_period := v_control.partition_rate_period;
-                    v_burst := v_control.partition_rate_burst;
-                end if;
-                v_bucket := null;
-                if v_rate is not null then
-                    -- A partition without a bucket yet has a full one.
-                    v_bucket := least(coalesce(v_burst, v_rate)::double precision,
-                        coalesce(v_override.rate_tokens
-                                 + extract(epoch from p_now - v_override.rate_refilled_at)::double precision
-                                   * v_rate / extract(epoch from v_period)::double precision,
-                                 coalesce(v_burst, v_rate)::double precision));
-                    v_n := least(v_n, floor(v_bucket)::integer);
-                end if;
-                v_names := v_names || v_part;
-                v_allow := v_allow || v_n;
-                v_weight := v_weight || coalesce(v_override.weight, 1);
-                v_tokens := v_tokens || v_bucket;
-                v_given := v_given || 0;
-                v_i := cardinality(v_names);
-            end if;
-            v_n := least(v_left, v_allow[v_i], v_quantum * v_weight[v_i]);
-            continue when v_n <= 0;
+            v_quantum := 0;
+        end if;
+        v_i := array_position(v_names, v_part);
+        if v_i is null then
+            -- First visit in this call: what the partition may get (its limits), its weight.
+            select a.allowance, a.weight, a.tokens into v_n, v_quantum_weight, v_bucket
+            from pgqueue.partition_allowance(p_queue, v_part, p_take, p_now) a;
+            v_names := v_names || v_part;
+            v_allow := v_allow || v_n;
+            v_weight := v_weight || v_quantum_weight;
+            v_tokens := v_tokens || v_bucket;
+            v_given := v_given || 0;
+            v_i := cardinality(v_names);
+        end if;
+        if v_quantum = 0 then
+            v_quantum := v_weight[v_i] * v_round;
+        end if;
+        v_n := least(v_left, v_allow[v_i], v_quantum);
+        v_got := null;
+        if v_n > 0 then
             -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
             select array_agg(c.id order by c.available_at) into v_got from (
                 select j.id, j.available_at from pgqueue.jobs j
@@ -109,19 +105,26 @@ begin
                 limit v_n
                 for update skip locked
             ) c;
-            continue when v_got is null;
-            v_ids := v_ids || v_got;
-            v_allow[v_i] := v_allow[v_i] - cardinality(v_got);
-            v_given[v_i] := v_given[v_i] + cardinality(v_got);
-            v_left := v_left - cardinality(v_got);
-            v_last := v_part;
-            if cardinality(v_got) = v_n and v_allow[v_i] > 0 then
-                v_more := v_more + 1;
-            end if;
-            exit when v_left <= 0;
-        end loop;
-        exit when v_left <= 0 or v_more = 0;
-        v_quantum := greatest(1, v_left / v_more);
+        end if;
+        if v_got is null then
+            -- A whole round without a grant: nothing more to give.
+            v_idle := v_idle + 1;
+            exit when v_idle > cardinality(v_names);
+            continue;
+        end if;
+        v_idle := 0;
+        v_ids := v_ids || v_got;
+        v_allow[v_i] := v_allow[v_i] - cardinality(v_got);
+        v_given[v_i] := v_given[v_i] + cardinality(v_got);
+        v_left := v_left - cardinality(v_got);
+        v_last := v_part;
+        if cardinality(v_got) = v_quantum and v_allow[v_i] > 0 then
+            v_full_weight := v_full_weight + v_weight[v_i];
+        end if;
+        -- Cut short by p_take with jobs and room left: the rest of its turn is its credit.
+        v_credit_left := case when cardinality(v_got) = v_n and v_n < v_quantum and v_allow[v_i] > 0
+                              then v_quantum - v_n else 0 end;
+        exit when v_left <= 0;
     end loop;
 
     -- Spend the tokens of the partitions under a rate that got jobs.
@@ -131,8 +134,10 @@ begin
     where u.tokens is not null and u.given > 0
     on conflict (queue, partition) do update
         set rate_tokens = excluded.rate_tokens, rate_refilled_at = excluded.rate_refilled_at;
-    if v_last is distinct from v_control.partition_cursor and v_last <> '' then
-        update pgqueue.queues q set partition_cursor = v_last where q.name = p_queue;
+    if v_last <> '' and (v_last is distinct from v_control.partition_cursor
+                         or v_credit_left <> v_control.partition_credit) then
+        update pgqueue.queues q set partition_cursor = v_last, partition_credit = v_credit_left
+        where q.name = p_queue;
     end if;
 
     if v_left > 0 then

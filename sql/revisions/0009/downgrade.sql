@@ -4,6 +4,7 @@
 -- issue 28: partitions (reserve, enqueue, enqueue_many, retry_failed, retry_failed_all and
 -- envelope_problem get their 0008 versions back from the migration, which no longer call these)
 drop function pgqueue.reserve_partitions(text, smallint, integer, timestamptz);
+drop function pgqueue.partition_allowance(text, text, integer, timestamptz);
 drop function pgqueue.partition_status(text);
 drop function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer);
 drop function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean);
@@ -13,7 +14,7 @@ drop table pgqueue.partitions;
 alter table pgqueue.queues
     drop column partition_concurrency, drop column partition_rate_limit, drop column partition_rate_period,
     drop column partition_rate_burst, drop column partition_fair, drop column partitioned,
-    drop column partition_cursor;
+    drop column partition_cursor, drop column partition_credit;
 alter table pgqueue.failed_jobs drop column partition;
 alter table pgqueue.jobs drop column partition;
 

@@ -104,7 +104,8 @@ create index jobs_partition_running_idx on pgqueue.jobs (queue, partition, avail
 alter table pgqueue.failed_jobs add column partition text generated always as (envelope->>'partition') stored;
 -- The limits every partition of a queue gets (pgqueue.set_partition_limits), and whether the queue
 -- is served partition by partition (partitioned: any per-partition limit, override or fair shares).
--- partition_cursor: the partition served last, where the next reservation's round starts.
+-- partition_cursor: the partition served last, where the next reservation's round goes on;
+-- partition_credit: what is left of that partition's turn (pgqueue.reserve_partitions).
 alter table pgqueue.queues
     add column partition_concurrency integer,
     add column partition_rate_limit  integer,
@@ -113,6 +114,7 @@ alter table pgqueue.queues
     add column partition_fair        boolean not null default false,
     add column partitioned           boolean not null default false,
     add column partition_cursor      text,
+    add column partition_credit      integer not null default 0,
     add constraint queues_partition_concurrency check (partition_concurrency is null or partition_concurrency >= 1),
     add constraint queues_partition_rate check ((partition_rate_limit is null) = (partition_rate_period is null)
         and (partition_rate_limit is null or partition_rate_limit >= 1)
