@@ -124,9 +124,8 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     jobs of one class. Settings that depend on the job class are validated once per class and connection; args go
     through one C JSON encoder; NUL characters and unpaired surrogates are found in the joined
     text, and only then is the offending job looked for with :func:`check_json_safe`. ``trace``
-    (a W3C trace context, :mod:`pgqueue.tracing`) goes into every envelope; so does ``partition``,
-    else each job's :meth:`~pgqueue.Job.derived_partition` (issue 28).
-    """
+    (a W3C trace context, :mod:`pgqueue.tracing`) goes into every envelope; so does ``partition`` (else
+    each job's :meth:`~pgqueue.Job.derived_partition`, issue 28)."""
     closing = f',"version":{ENVELOPE_VERSION}' + ("" if not trace else f',"trace":{dumps_json(trace)}') + "}"
     chosen = None if partition is None else _partition_text(partition, "dispatch_many")
     layouts: dict[tuple[type[Job], str], _Layout] = {}

@@ -299,7 +299,7 @@ STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATT
                "listen_cancel", "alembic_own_versions", "alembic_own_versions_drop", "alembic_user_versions",
                "alembic_user_versions_delete", "alembic_user_versions_insert", "pgqueue_schema_exists",
                "DispatchedJob", "dispatched_jobs_on_sync", "FailureSearch", "JobSearch", "RegisteredWorker",
-               "WorkerIdentity"}
+               "WorkerIdentity", "PartitionStatus"}
 
 
 def test_the_store_is_a_package_of_small_domain_modules() -> None:

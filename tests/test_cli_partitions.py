@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tests.cli_support import envelope, one_error_line, pgqueue, pgqueue_all
+from tests.cli_support import one_error_line, pgqueue, pgqueue_all
+from tests.helpers import envelope
 
 Conn = psycopg.Connection[Any]
 

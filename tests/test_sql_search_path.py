@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import psycopg
@@ -379,9 +379,25 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
+        _call_partition_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
+
+
+def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): partitioned jobs, per-partition limits, an override, the
+    partitioned path of reserve (allowances, buckets, turns) and the status."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.partition_status(text)') is not null"):
+        return
+    for partition in ("a", "b", "a"):
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": partition}),))
+    call("select pgqueue.enqueue_many(%s)", (Jsonb([envelope("parts") | {"partition": "b"}]),))
+    call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": 1}),), refused=True)
+    call("select pgqueue.set_partition_limits('parts', 1, 10, 1, 5, true)")
+    call("select pgqueue.set_partition_limit('parts', 'b', 2, 20, 1, null, 3)")
+    call("select * from pgqueue.reserve(array['parts'], 5, 60)")
+    call("select * from pgqueue.partition_status('parts')")
 
 
 def _installed(conn: Conn) -> set[str]:
