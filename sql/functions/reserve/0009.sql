@@ -114,12 +114,14 @@ begin
             -- An expired lease of a job still marked prefetched gives its attempt back.
             if v_partitioned then
                 v_ids := pgqueue.reserve_partitions(v_queue, v_priority, v_take, v_now);
-                select coalesce(bool_or(j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
-                                        or j.retry_until < v_now), false)
-                into v_doomed
-                from pgqueue.jobs j where j.id = any (v_ids);
+                v_doomed := false;
                 if cardinality(v_ids) = 0 then
                     v_ids := null;
+                else
+                    select coalesce(bool_or(j.attempts - (j.prefetched and j.token is not null)::integer
+                                            >= j.max_tries or j.retry_until < v_now), false)
+                    into v_doomed
+                    from pgqueue.jobs j where j.id = any (v_ids);
                 end if;
             else
             select array_agg(c.id order by c.available_at),
