@@ -138,6 +138,8 @@ async def test_per_partition_concurrency_caps_each_partition_and_an_override_rep
     await client.set_partition_limit("orders", "tenant:big", concurrency=5)
     assert granted(dsn, "orders", 50) == {"tenant:a": 2, "tenant:big": 5, None: 3}
     assert granted(dsn, "orders", 50) == {}  # all at their limit; nothing more until some end
+    # An idle worker does not spin on it: the queue is due again a little later, not now.
+    assert await scalar(dsn, "select pgqueue.next_due(array['orders']) > clock_timestamp()") is True
 
     status = {s.partition: s for s in await client.partitions("orders")}
     assert (status["tenant:a"].running, status["tenant:a"].waiting, status["tenant:a"].concurrency) == (2, 28, 2)

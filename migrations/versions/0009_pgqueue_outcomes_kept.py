@@ -57,6 +57,7 @@ UPGRADE = (
     "functions/partition_allowance/0009.sql",
     "functions/reserve_partitions/0009.sql",
     "functions/reserve/0009.sql",
+    "functions/next_due/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -73,6 +74,7 @@ DOWNGRADE = (
     "functions/retry_failed/0002.sql",
     "functions/retry_failed_all/0008.sql",
     "functions/reserve/0007.sql",
+    "functions/next_due/0004.sql",
 )
 
 
