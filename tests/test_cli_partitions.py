@@ -39,6 +39,8 @@ def test_per_partition_limits_and_an_override_from_the_command_line(dsn: str, co
     lines = {line.split()[0]: line.split() for line in status.stdout.splitlines() if line.startswith("tenant:")}
     assert lines["tenant:0"][:6] == ["tenant:0", "2", "1", "0", "2", "10/s"]
     assert lines["tenant:big"][1:] == ["0", "0", "0", "20", "10/s", "3", "yes"]
+    assert "per partition of queue 'orders': concurrency 2, rate 10/s, burst 10" in pgqueue(
+        "queue:status", "--dsn", dsn, cwd=tmp_path).stdout
     rows = {r["partition"]: r for r in json.loads(as_json.stdout)["orders"]}
     assert (rows["tenant:1"]["running"], rows["tenant:1"]["waiting"], rows["tenant:1"]["concurrency"]) == (2, 0, 2)
 

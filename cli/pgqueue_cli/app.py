@@ -686,7 +686,7 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
             return current
 
     control = asyncio.run(limit())
-    typer.echo(render.limits(queue, control) + partitions.describe(control))
+    typer.echo(render.limits(queue, control) + render.partition_limits(control))
 
 
 def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,

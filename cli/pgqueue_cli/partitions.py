@@ -46,22 +46,6 @@ async def set_queue_wide(client: Client, queue: str, options: PartitionOptions,
         fair=keep.fair if options.fair is None else options.fair, connection=connection)
 
 
-def describe(control: pgqueue.QueueControl | None) -> str:
-    """One line: the limits every partition of the queue gets (empty when none)."""
-    if control is None:
-        return ""
-    parts = []
-    if control.partition_concurrency is not None:
-        parts.append(f"concurrency {control.partition_concurrency}")
-    if control.partition_rate_limit is not None and control.partition_rate_period is not None:
-        burst = control.partition_rate_limit if control.partition_burst is None else control.partition_burst
-        parts.append(f"rate {pgqueue.format_rate(control.partition_rate_limit, control.partition_rate_period)}, "
-                     f"burst {burst}")
-    if control.fair:
-        parts.append("fair shares")
-    return f"\nper partition of queue {control.queue!r}: " + ", ".join(parts) if parts else ""
-
-
 def partitions_table(queue: str, rows: list[pgqueue.PartitionStatus]) -> str:
     """The ``queue:status --partitions`` table of one queue (busiest first)."""
     if not rows:
