@@ -222,3 +222,22 @@ async def test_a_queue_without_partition_settings_keeps_its_order(client: Client
     await client.dispatch_many([Probe(hook="never", n=i) for i in range(10)], queue="plain", partition="second")
     assert granted(dsn, "plain", 10) == {"first": 10}
     assert await scalar(dsn, "select count(*) from pgqueue.queues") == 0
+
+
+async def test_maintenance_prunes_the_buckets_no_limit_needs_and_keeps_overrides(client: Client, dsn: str) -> None:
+    await client.dispatch_many([Probe(hook="never", n=i) for i in range(4)], queue="api", partition="gone")
+    await client.dispatch_many([Probe(hook="never", n=i) for i in range(4)], queue="api", partition="kept")
+    await client.set_limits("api", per_partition_rate="2/h")
+    await client.set_partition_limit("api", "kept", weight=2)
+    assert granted(dsn, "api", 10) == {"gone": 2, "kept": 2}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Both buckets are empty: nothing to prune yet.
+        assert conn.execute("select pgqueue.prune_partitions(100)").fetchone() == (0,)
+        # An hour later both are full again: the bucket without an override goes, the override stays.
+        conn.execute("update pgqueue.partitions set rate_refilled_at = rate_refilled_at - interval '1 hour'")
+        assert conn.execute("select pgqueue.prune_partitions(100)").fetchone() == (1,)
+        assert conn.execute("select partition from pgqueue.partitions").fetchall() == [("kept",)]
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="batch must be >= 1, got 0"):
+            conn.execute("select pgqueue.prune_partitions(0)")
+    # A partition without a row has a full bucket again.
+    assert granted(dsn, "api", 10) == {"gone": 2, "kept": 2}

@@ -398,6 +398,7 @@ def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, obj
     call("select pgqueue.set_partition_limit('parts', 'b', 2, 20, 1, null, 3)")
     call("select * from pgqueue.reserve(array['parts'], 5, 60)")
     call("select * from pgqueue.partition_status('parts')")
+    call("select pgqueue.prune_partitions(100)")
 
 
 def _installed(conn: Conn) -> set[str]:

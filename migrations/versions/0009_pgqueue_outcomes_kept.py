@@ -58,6 +58,7 @@ UPGRADE = (
     "functions/reserve_partitions/0009.sql",
     "functions/reserve/0009.sql",
     "functions/next_due/0009.sql",
+    "functions/prune_partitions/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision

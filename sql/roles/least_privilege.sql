@@ -182,6 +182,8 @@ alter function pgqueue.set_partition_limit(text, text, integer, integer, double 
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.partition_status(text)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_partitions(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -264,3 +266,4 @@ grant execute on function
     pgqueue.partition_status(text)
 to pgqueue_operator;
 grant select on pgqueue.partitions to pgqueue_operator;
+grant execute on function pgqueue.prune_partitions(integer) to pgqueue_worker;

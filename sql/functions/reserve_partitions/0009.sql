@@ -46,6 +46,7 @@ declare
     v_idle integer := 0;
     v_full_weight integer := 0;
     v_whole_round boolean;
+    v_plain boolean;
     v_quantum_weight integer;
     v_bucket double precision;
 begin
@@ -56,6 +57,10 @@ begin
     v_credit := case when v_last <> '' then v_control.partition_credit else 0 end;
     v_credit_left := 0;
     v_whole_round := v_last = '';
+    -- Fair shares alone (no per-partition limit, no override row): every partition may take
+    -- all and weighs 1, known without a look-up per partition.
+    v_plain := v_control.partition_concurrency is null and v_control.partition_rate_limit is null
+               and not exists (select 1 from pgqueue.partitions p where p.queue = p_queue);
     loop
         if v_credit > 0 then
             v_quantum := v_credit;  -- its turn goes on
@@ -81,8 +86,14 @@ begin
         v_i := array_position(v_names, v_part);
         if v_i is null then
             -- First visit in this call: what the partition may get (its limits), its weight.
-            select a.allowance, a.weight, a.tokens into v_n, v_quantum_weight, v_bucket
-            from pgqueue.partition_allowance(p_queue, v_part, p_take, p_now) a;
+            if v_plain then
+                v_n := p_take;
+                v_quantum_weight := 1;
+                v_bucket := null;
+            else
+                select a.allowance, a.weight, a.tokens into v_n, v_quantum_weight, v_bucket
+                from pgqueue.partition_allowance(p_queue, v_part, p_take, p_now) a;
+            end if;
             v_names := v_names || v_part;
             v_allow := v_allow || v_n;
             v_weight := v_weight || v_quantum_weight;

@@ -5,6 +5,7 @@
 -- envelope_problem get their 0008 versions back from the migration, which no longer call these)
 drop function pgqueue.reserve_partitions(text, smallint, integer, timestamptz);
 drop function pgqueue.partition_allowance(text, text, integer, timestamptz);
+drop function pgqueue.prune_partitions(integer);
 drop function pgqueue.partition_status(text);
 drop function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer);
 drop function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean);
