@@ -8,6 +8,9 @@ SQL level, no worker: each reservation is one ``pgqueue.reserve(queue, 50, 60, 5
 - **Scale of keys** (interleaved rounds): drain 20,000 ready jobs of a queue without partition
   settings (plain), of a fair queue with 1 partition, and of a fair queue with 10,000 partitions
   (2 jobs each); jobs per second and milliseconds per reservation.
+- **The plain path, before and after** (interleaved rounds, one database): ``enqueue_many`` of
+  revision 0008 and ``reserve`` of 0007, installed beside the current ones under other names, against
+  the current ones, on jobs without a partition in a queue without partition settings.
 - **Isolation**: a fair queue with one partition of ``--heavy`` ready jobs, then 200 partitions of
   10 jobs dispatched after it; how many jobs are reserved before the last light job is (FIFO
   would reserve every heavy job first).
@@ -20,6 +23,7 @@ import json
 import statistics
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 
@@ -88,6 +92,40 @@ def isolation_case(admin_dsn: str, heavy: int) -> tuple[int, int]:
     return reserved, heavy + 2_000
 
 
+SQL = Path(__file__).resolve().parent.parent / "sql" / "functions"
+
+
+def _install_previous(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """enqueue_many 0008 as pgqueue.enqueue_many_before, reserve 0007 as pgqueue.reserve_before."""
+    for name, version in (("enqueue_many", "0008"), ("reserve", "0007")):
+        text = (SQL / name / f"{version}.sql").read_text()
+        conn.execute(text.replace(f"pgqueue.{name}(", f"pgqueue.{name}_before(").encode())
+
+
+def plain_path(admin_dsn: str, rounds: int) -> dict[str, list[float]]:
+    """Microseconds per job of enqueue_many and of reserve + ack, before (0008/0007) and now, interleaved."""
+    timings: dict[str, list[float]] = {}
+    with fresh_database(admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+        _install_previous(conn)
+        for n in range(rounds * 2):
+            for suffix in (("_before", "") if n % 2 == 0 else ("", "_before")):
+                batches = [_envelopes(1_000, "plain", [None]) for _ in range(10)]
+                started = time.perf_counter()
+                for batch in batches:
+                    conn.execute(f"select pgqueue.enqueue_many{suffix}(%s::jsonb)".encode(), (batch,))
+                timings.setdefault(f"enqueue_many{suffix}", []).append((time.perf_counter() - started) * 100)
+                started, done = time.perf_counter(), 0
+                while done < 10_000:
+                    with conn.transaction():
+                        rows = conn.execute(f"select id, token from pgqueue.reserve{suffix}(array['plain'], 50, 60, 50)"
+                                            .encode()).fetchall()
+                        conn.execute(b"select pgqueue.ack(%s::uuid[], %s::bigint[])",
+                                     ([r[0] for r in rows], [r[1] for r in rows]))
+                    done += len(rows)
+                timings.setdefault(f"reserve{suffix} + ack", []).append((time.perf_counter() - started) * 100)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", required=True, help="an admin DSN (databases are created and dropped)")
@@ -105,6 +143,11 @@ def main() -> None:
         rates, costs = [r[0] for r in runs], [r[1] for r in runs]
         print(f"| {name} | **{statistics.median(rates):,.0f}** ({min(rates):,.0f}-{max(rates):,.0f}) "
               f"| **{statistics.median(costs):.2f}** ({min(costs):.2f}-{max(costs):.2f}) |")
+    print("\n| plain jobs, plain queue | us per job (median, range) |")
+    print("|---|---|")
+    for name, micros in sorted(plain_path(args.dsn, args.rounds).items()):
+        print(f"| {name.replace('_before', ' (before: 0008/0007)')} | **{statistics.median(micros):.1f}** "
+              f"({min(micros):.1f}-{max(micros):.1f}) |")
     reserved, fifo = isolation_case(args.dsn, args.heavy)
     print(f"\nisolation: {args.heavy:,} heavy jobs, then 200 partitions x 10: the last light job was reserved "
           f"after {reserved:,} reservations of jobs (FIFO: {fifo:,})")

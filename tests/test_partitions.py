@@ -4,6 +4,7 @@ database (the check across worker processes is in tests/faults/test_control.py).
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -241,3 +242,35 @@ async def test_maintenance_prunes_the_buckets_no_limit_needs_and_keeps_overrides
             conn.execute("select pgqueue.prune_partitions(0)")
     # A partition without a row has a full bucket again.
     assert granted(dsn, "api", 10) == {"gone": 2, "kept": 2}
+
+
+async def test_fair_shares_hold_within_one_turn_across_concurrent_reservations(client: Client, dsn: str) -> None:
+    """Four sessions reserving at once take consecutive turns of one round robin: over every prefix
+    of the grants (in token order, which is grant order), the jobs each partition got, divided by its
+    weight, differ by at most one turn."""
+    weights = {"heavy": 1, "light": 1, "vip": 3}
+    for partition in weights:
+        await client.dispatch_many([Probe(hook="never", n=i) for i in range(400)], queue="fair", partition=partition)
+    await client.set_limits("fair", fair=True)
+    await client.set_partition_limit("fair", "vip", weight=3)
+    start = threading.Barrier(4)
+
+    def session() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            start.wait()
+            for _ in range(30):
+                conn.execute("select * from pgqueue.reserve(array['fair'], 5, 600, 5)")
+
+    threads = [threading.Thread(target=session) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    order = [r["partition"] for r in await rows(
+        dsn, "select partition from pgqueue.jobs where token is not null order by token")]
+    assert len(order) >= 100  # sessions that found the queue locked got nothing that time
+    seen: Counter[str] = Counter()
+    for partition in order:
+        seen[partition] += 1
+        shares = [seen[p] / w for p, w in weights.items()]
+        assert max(shares) - min(shares) <= 1, (len(order), dict(seen))
