@@ -28,6 +28,8 @@ UPGRADE = (
     "functions/register_worker/0009.sql",
     "functions/refresh_worker/0009.sql",
     "functions/deregister_worker/0009.sql",
+    # issue 29: the metrics' queue latency from the due time (reserve returns it)
+    "functions/reserve/0009.sql",
     # issue 29: search and bulk actions
     "functions/jobs_matching/0009.sql",
     "functions/cancel_matching/0009.sql",
@@ -49,6 +51,8 @@ UPGRADE = (
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0009/downgrade.sql",
+    # issue 29: reserve without the due time
+    "functions/reserve/0007.sql",
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",

@@ -95,6 +95,11 @@ class Instruments:
     def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
         """A reserved job was decoded (``name`` ``"?"`` when its envelope could not be): it is about to run."""
 
+    def waited(self, queue: str, name: str, seconds: float) -> None:
+        """A handler is starting ``seconds`` after its job became due: the queue latency, counted as
+        ``pgqueue.job_stats`` counts it (from the due time: the dispatch, the end of a delay, a
+        retry's backoff or a snooze; to the handler's start)."""
+
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
         """A job's execution ended: one of :data:`OUTCOMES`; ``reason`` of a failure."""
 
@@ -130,11 +135,6 @@ class Histogram:
         return {"bounds": list(self.bounds), "counts": list(self.counts), "sum": self.sum, "count": self.count}
 
 
-def _uuid7_seconds(job_id: uuid.UUID) -> float:
-    """The Unix time in a version 7 id (its first 48 bits, milliseconds)."""
-    return (job_id.int >> 80) / 1000.0
-
-
 class Recorder(Instruments):
     """Counts what a worker did, per queue and job name, in memory; :meth:`snapshot` reads it.
 
@@ -144,10 +144,10 @@ class Recorder(Instruments):
     the worker's memory or the metrics grow. The queue depth sample is capped at ``max_queues``
     queues too (see :class:`pgqueue.worker.depth.DepthSampler`).
 
-    Queue latency is observed for a job's first attempt: from its dispatch (the time in its
-    UUIDv7 id, the producer's clock) to its start (this worker's clock) — minus nothing for a
-    delay given at dispatch, so a delayed job's latency includes its delay. Retries are not
-    observed (their due time is not known to the worker).
+    Queue latency is observed for every attempt whose handler starts: from the time the job
+    became due (``pgqueue.reserve`` returns it: its dispatch, the end of its delay, a retry's
+    backoff or a snooze) to the reservation on the database clock, plus the worker's wait until
+    the handler starts — the figure ``pgqueue.job_stats`` counts, for delayed and retried jobs too.
     """
 
     __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
@@ -196,11 +196,14 @@ class Recorder(Instruments):
         key = ("reserved", queue, name, "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
-        if attempts == 1 and job_id.version == 7:
-            found = self.latencies.get((queue, name))
-            if found is None:
-                found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
-            found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
+
+    def waited(self, queue: str, name: str, seconds: float) -> None:
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
+        found = self.latencies.get((queue, name))
+        if found is None:
+            found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
+        found.observe(seconds)
 
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
         if queue not in self._kept_queues or name not in self._kept_names:

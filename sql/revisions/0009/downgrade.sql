@@ -1,6 +1,9 @@
 -- pgqueue revision 0009, downgrade to 0008: undoes upgrade.sql and drops the functions 0009 added;
 -- the migration then runs the previous version of each function 0009 replaced.
 
+-- issue 29: reserve returns each grant's due time (its return type changed: 0007's is created again)
+drop function pgqueue.reserve(text[], integer, double precision);
+drop function pgqueue.reserve(text[], integer, double precision, integer);
 -- issue 29: search and bulk actions
 drop function if exists pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
 drop function if exists pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
