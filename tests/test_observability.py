@@ -164,6 +164,11 @@ def test_metrics_of_a_running_worker_count_a_known_workload(dsn: str, workers: C
         assert total(depth, "pgqueue_queue_jobs", queue="obs", state=state) == 0
     assert total(depth, "pgqueue_queue_oldest_ready_age_seconds", queue="obs") == 0
     assert total(depth, "pgqueue_queue_depth_sampled_timestamp_seconds") > 0
+    # The per-queue gauges (issue 29): nothing held now, the queue is not paused.
+    assert ("pgqueue_jobs_in_flight", (("queue", "obs"), ("state", "running"))) in depth
+    assert total(depth, "pgqueue_jobs_in_flight", queue="obs") == 0
+    assert ("pgqueue_queue_paused", (("queue", "obs"),)) in depth
+    assert total(depth, "pgqueue_queue_paused", queue="obs") == 0
     assert w.stop() == 0, w.log()
 
 

@@ -36,7 +36,14 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.store.control import CancelOutcome, ControlStatements, QueueControl, QueueStats, queue_stats_on
+from pgqueue.store.control import (
+    CancelOutcome,
+    ControlStatements,
+    QueueControl,
+    QueueStats,
+    queue_paused_on,
+    queue_stats_on,
+)
 from pgqueue.store.dashboard import DashboardStatements, FailureSearch, JobSearch, Listener, QueueCounts, ScannedPage
 from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DispatchStatements, UniqueDispatch
 from pgqueue.store.failed import FailedStatements, record_failure_on
@@ -120,6 +127,7 @@ __all__ = [
     "listen",
     "listen_cancel",
     "pgqueue_schema_exists",
+    "queue_paused_on",
     "queue_stats_on",
     "record_failure_on",
     "try_vacuum_lock",

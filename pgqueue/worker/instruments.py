@@ -151,8 +151,8 @@ class Recorder(Instruments):
     """
 
     __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
-                 "depth_sampled_at", "durations", "job_names", "latencies", "leases_lost", "max_job_names",
-                 "max_queues", "queues", "transient_errors", "worker")
+                 "depth_sampled_at", "durations", "in_flight", "job_names", "latencies", "leases_lost",
+                 "max_job_names", "max_queues", "queues", "transient_errors", "worker")
 
     def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
                  max_job_names: int = MAX_JOB_NAMES) -> None:
@@ -175,6 +175,9 @@ class Recorder(Instruments):
         self.transient_errors = 0
         #: Read when a snapshot is taken: the completer's acks not yet confirmed.
         self.acks_pending: Callable[[], int] = lambda: 0
+        #: Read when a snapshot is taken: per queue, the worker's ``(running, buffered)`` jobs (its
+        #: handlers running now, and the reserved jobs waiting in its prefetch buffer for a slot).
+        self.in_flight: Callable[[], dict[str, tuple[int, int]]] = dict
         #: The last queue depth sample (queue -> {state: value}) and its Unix time (None: none taken).
         self.depth: dict[str, dict[str, float]] = {}
         self.depth_sampled_at: float | None = None
@@ -231,6 +234,15 @@ class Recorder(Instruments):
         self.depth = depth
         self.depth_sampled_at = self._clock()
 
+    def _in_flight(self) -> dict[str, list[int]]:
+        """:attr:`in_flight` under the queue label cap: ``{queue: [running, buffered]}``."""
+        counts: dict[str, list[int]] = {}
+        for queue, (running, buffered) in self.in_flight().items():
+            found = counts.setdefault(self.queues(queue), [0, 0])
+            found[0] += running
+            found[1] += buffered
+        return counts
+
     def snapshot(self) -> dict[str, Any]:
         """Everything recorded so far, as JSON-able data (what ``pgqueue.metrics`` exports and what
         a worker process under a supervisor writes for it to merge)."""
@@ -242,6 +254,7 @@ class Recorder(Instruments):
             "leases_lost": self.leases_lost,
             "transient_errors": self.transient_errors,
             "acks_pending": self.acks_pending(),
+            "in_flight": self._in_flight(),
             "depth": self.depth,
             "depth_sampled_at": self.depth_sampled_at,
             "folded": {"queue": self.queues.folded, "job_name": self.job_names.folded},

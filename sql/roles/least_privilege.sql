@@ -5,7 +5,7 @@
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
 --                     heartbeat, fail, snooze, next_due, prune_history, prune_ticks_and_keys, schedule_state,
 --                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
---                     (the metrics' queue depths); LISTEN
+--                     and queues (the metrics' queue depths and paused queues); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -244,6 +244,8 @@ to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
 -- Per-queue counts only (no job data): a worker with metrics samples the queue depths from it.
 grant select on pgqueue.queue_stats to pgqueue_worker;
+-- issue 29: and whether each queue is paused (queue names and settings: no job data).
+grant select on pgqueue.queues to pgqueue_worker;
 -- Queue controls and schedules (names, settings and tick times: no job data).
 grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgqueue_operator;
 -- The history (counts and timings only; completed_jobs holds args: operators only).
