@@ -1,6 +1,13 @@
 -- pgqueue revision 0009, downgrade to 0008: undoes upgrade.sql and drops the functions 0009 added;
 -- the migration then runs the previous version of each function 0009 replaced.
 
+-- issue 28: debounce
+drop function if exists pgqueue.enqueue_debounced(jsonb, text, double precision, double precision);
+drop trigger if exists jobs_debounce_reserved on pgqueue.jobs;
+drop function if exists pgqueue.debounce_reserved();
+drop index if exists pgqueue.jobs_debounce_idx;
+alter table pgqueue.jobs drop constraint if exists jobs_debounce_key;
+alter table pgqueue.jobs drop column if exists debounce_key, drop column if exists debounce_until;
 -- issue 29: search and bulk actions
 drop function if exists pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
 drop function if exists pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
