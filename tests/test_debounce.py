@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from typing import Any
 
 import psycopg
@@ -17,7 +18,7 @@ from pgqueue import Client, DebouncedDispatch, Job, JobContext, QueueConfigurati
 from pgqueue.resources import sql_dir
 from tests.api_support import client, run_worker
 from tests.helpers import envelope
-from tests.worker_support import finish, rows, scalar, settings_for
+from tests.worker_support import finish, rows, scalar, settings_for, wait_until
 
 __all__ = ["client"]
 
@@ -263,3 +264,56 @@ def test_a_least_privilege_producer_debounces(dsn: str) -> None:
     assert second.coalesced and second.id == first.id
     with psycopg.connect(dsn) as conn:
         assert conn.execute("select envelope->'args'->>'version' from pgqueue.jobs").fetchall() == [("3",)]
+
+
+RAN_WITH: dict[str, list[int]] = {}
+
+
+class Stamp(Job):
+    """Records the job id it ran as and the version it ran with."""
+
+    name = "tests.debounce.stamp"
+
+    version: int
+
+    async def handle(self, context: JobContext) -> None:
+        RAN_WITH.setdefault(str(context.id), []).append(self.version)
+
+
+async def test_producers_racing_a_worker_lose_no_dispatch_and_run_each_window_once(dsn: str) -> None:
+    # 20 producers on 20 connections dispatch one key 10 times each with a 20 ms window while a
+    # worker reserves: windows close and jobs are reserved in the middle of the dispatches. Every
+    # dispatch lands in a job that then runs exactly once, with the args of one of its dispatches,
+    # and nothing raises.
+    RAN_WITH.clear()
+    q = Client(settings=settings_for(dsn), pool_size=2)
+    await q.open()
+    connections = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(20)]
+    worker = await q.worker(queues=("default",), concurrency=4, schedules=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        async def produce(n: int, conn: psycopg.AsyncConnection[Any]) -> list[tuple[uuid.UUID, int]]:
+            got = []
+            for i in range(10):
+                version = n * 100 + i
+                got.append(((await q.dispatch_debounced(Stamp(version=version), "stamp", 0.02, conn=conn)).id,
+                            version))
+            return got
+
+        dispatched = [d for batch in await finish(asyncio.gather(*(produce(n, c) for n, c in enumerate(connections))),
+                                                  "20 producers") for d in batch]
+        await wait_until(lambda: scalar(dsn, "select count(*) = 0 from pgqueue.jobs"), "every window to run")
+    finally:
+        worker.stop()
+        await finish(task, "the worker to stop")
+        for c in connections:
+            await c.close()
+        await q.close()
+    by_job: dict[str, set[int]] = {}
+    for job_id, version in dispatched:
+        by_job.setdefault(str(job_id), set()).add(version)
+    assert set(RAN_WITH) == set(by_job)  # every job a dispatch named ran, and no other
+    for job_id, versions in RAN_WITH.items():
+        assert len(versions) == 1, f"job {job_id} ran {len(versions)} times"
+        assert versions[0] in by_job[job_id]
+    assert await scalar(dsn, "select count(*) from pgqueue.failed_jobs") == 0
