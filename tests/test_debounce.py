@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 from pgqueue import Client, DebouncedDispatch, Job, JobContext, QueueConfigurationError
 from pgqueue.resources import sql_dir
 from tests.api_support import client, run_worker
+from tests.cli_support import pgqueue_all
 from tests.helpers import envelope
 from tests.worker_support import finish, rows, scalar, settings_for, wait_until
 
@@ -317,3 +319,35 @@ async def test_producers_racing_a_worker_lose_no_dispatch_and_run_each_window_on
         assert len(versions) == 1, f"job {job_id} ran {len(versions)} times"
         assert versions[0] in by_job[job_id]
     assert await scalar(dsn, "select count(*) from pgqueue.failed_jobs") == 0
+
+
+def test_the_cli_dispatches_debounced(dsn: str, tmp_path: Path) -> None:
+    app = ("--app", "tests.cli_jobs", "--dsn", dsn)
+    first, again = pgqueue_all(
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "x"}', "--debounce", "60", "--debounce-key", "r:7",
+         *app),
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "y"}', "--debounce", "60", "--debounce-key", "r:7",
+         "--debounce-max-wait", "120", *app), cwd=tmp_path)
+    assert first.returncode == 0 and again.returncode == 0, (first.stderr, again.stderr)
+    outputs = sorted([first.stdout, again.stdout], key=lambda out: "joined" in out)
+    assert "debounced by key 'r:7' (a new window)" in outputs[0]
+    assert "debounced by key 'r:7' (joined an open window)" in outputs[1]
+    job_id = outputs[0].split(" as job ")[1].split()[0]
+    assert job_id in outputs[1]
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("select id::text, debounce_key from pgqueue.jobs").fetchall() == [(job_id, "r:7")]
+    refused = pgqueue_all(
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--debounce", "60", *app),
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--debounce", "0", "--debounce-key", "k", *app),
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--debounce", "5", "--debounce-key", "",
+         *app),
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--debounce", "5", "--debounce-key", "k",
+         "--delay", "3", *app),
+        ("queue:dispatch", "cli:broken", "--args", '{"reason": "z"}', "--debounce", "5", "--debounce-key", "k",
+         "--debounce-max-wait", "2", *app), cwd=tmp_path)
+    messages = ["go together", "Invalid value for '--debounce'", "Invalid value for '--debounce-key'",
+                "takes no --delay", "--debounce-max-wait must be at least the window"]
+    for done, message in zip(refused, messages, strict=True):
+        assert done.returncode == 2 and message in done.stderr, (message, done.stdout, done.stderr)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("select count(*) from pgqueue.jobs").fetchone() == (1,)
