@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
 from pgqueue.config import ConnectionConfig, Settings, load_settings
+from pgqueue.debounce import DebouncedDispatching, debounce_arguments
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -57,7 +58,7 @@ def _check_delay(delay: object, job_name: str) -> float:
     return float(delay)
 
 
-class Client(ClientOperations):
+class Client(ClientOperations, DebouncedDispatching):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -176,14 +177,21 @@ class Client(ClientOperations):
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API: one keyword per envelope setting
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
-                   unique_for: float | None = None, result_ttl: float | None = None) -> JobHandle:
+                   unique_for: float | None = None, result_ttl: float | None = None,
+                   debounce: float | None = None, key: str | None = None, max_wait: float | None = None) -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
         follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
-        (0: none; default: its job type's, see :mod:`pgqueue.results`).
+        (0: none; default: its job type's, see :mod:`pgqueue.results`). With ``debounce=<seconds>``
+        and ``key=`` (and optionally ``max_wait=``) it is :meth:`dispatch_debounced` and returns the
+        id of the job of the key's open window.
         """
+        if debounce is not None or key is not None or max_wait is not None:
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, unique_key)
+            return self.job((await self.dispatch_debounced(job, key, window, max_wait=max_wait, conn=conn, queue=queue,
+                             priority=priority, connection=connection, result_ttl=result_ttl)).id)
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
@@ -192,8 +200,7 @@ class Client(ClientOperations):
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
                                                         connection=connection)).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        if result_ttl is not None:
-            envelope = dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
+        envelope = self._result_ttl(envelope, result_ttl)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(await inline.dispatch(job, envelope, delay))
@@ -204,6 +211,13 @@ class Client(ClientOperations):
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return self.job(envelope.id)
+
+    @staticmethod
+    def _result_ttl(envelope: Envelope, result_ttl: float | None) -> Envelope:
+        """The envelope with a dispatch's own ``result_ttl`` (checked), or as it is without one."""
+        if result_ttl is None:
+            return envelope
+        return dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
 
     # --- issue 26: results ---
     def job(self, job_id: uuid.UUID | str) -> JobHandle:
@@ -251,9 +265,14 @@ class Client(ClientOperations):
                 f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
         return result
 
-    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
-                  priority: int | None = None, connection: str | None = None) -> JobHandle:
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
+                  priority: int | None = None, connection: str | None = None, debounce: float | None = None,
+                  key: str | None = None, max_wait: float | None = None) -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        if debounce is not None or key is not None or max_wait is not None:
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
+            return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
+                                                         priority=priority, connection=connection).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:

@@ -23,6 +23,8 @@ depends_on: str | Sequence[str] | None = None
 UPGRADE = (
     # issue 26: results (the trigger function first: upgrade.sql creates its trigger)
     "functions/failure_recorded/0009.sql",
+    # issue 28: debounce (the trigger function first: upgrade.sql creates its trigger)
+    "functions/debounce_reserved/0009.sql",
     "revisions/0009/upgrade.sql",
     # issue 29: workers
     "functions/register_worker/0009.sql",
@@ -45,6 +47,8 @@ UPGRADE = (
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
+    # issue 28: debounce
+    "functions/enqueue_debounced/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision

@@ -44,6 +44,10 @@ create table pgqueue.jobs (
     due_at        timestamptz,                              -- when the current attempt became due
     prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
     progress      jsonb,                                    -- issue 26: the running handler's last progress report
+    -- issue 28: debounce. A debounced job holds its key from dispatch until it is first reserved
+    -- (the trigger jobs_debounce_reserved drops it); debounce_until: the latest it may be pushed to.
+    debounce_key  text,
+    debounce_until timestamptz,
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -57,7 +61,8 @@ create table pgqueue.jobs (
         (unique_scope is null and unique_key is null)
         or (unique_scope in ('queued', 'active') and unique_key is not null
             and length(unique_key) between 1 and 1000)),
-    constraint jobs_snoozes_non_negative check (snoozes >= 0)
+    constraint jobs_snoozes_non_negative check (snoozes >= 0),
+    constraint jobs_debounce_key check (debounce_key is null or octet_length(debounce_key) between 1 and 1000)
 ) with (
     -- The table is a conveyor belt: every row is inserted, updated once or twice and
     -- deleted within seconds, so its live size is small while dead tuples pile up at
@@ -84,6 +89,9 @@ create unique index jobs_unique_queued_idx on pgqueue.jobs (unique_key)
     where unique_scope = 'queued' and token is null;
 create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
     where unique_scope = 'active';
+
+-- issue 28: one waiting (never reserved) job per debounce key; pgqueue.enqueue_debounced upserts on it.
+create unique index jobs_debounce_idx on pgqueue.jobs (debounce_key) where debounce_key is not null;
 
 comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';

@@ -1,6 +1,7 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
---   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique), and register
+--   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique,
+--                     pgqueue.enqueue_debounced), and register
 --                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
 --                     heartbeat, fail, snooze, next_due, prune_history, prune_ticks_and_keys, schedule_state,
@@ -125,6 +126,8 @@ alter function pgqueue.clear(text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_debounced(jsonb, text, double precision, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.snooze(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
@@ -182,6 +185,7 @@ grant execute on function
     pgqueue.enqueue(jsonb, double precision),
     pgqueue.enqueue_many(jsonb, double precision[]),
     pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision),
+    pgqueue.enqueue_debounced(jsonb, text, double precision, double precision),  -- issue 28: debounce
     pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
 to pgqueue_producer;
 -- issue 26: results. Whoever dispatches may follow its jobs (their state, result and errors).
