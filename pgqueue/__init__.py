@@ -49,7 +49,7 @@ from pgqueue.handles import Attempt, JobHandle, JobStatus
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import JobStatsRow, PartitionStatus, RegisteredWorker, Throughput, UniqueDispatch
+from pgqueue.store import DebouncedDispatch, JobStatsRow, PartitionStatus, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 
 __version__ = "0.1.0"
@@ -59,6 +59,7 @@ __all__ = [
     "Backoff",
     "Client",
     "ConnectionConfig",
+    "DebouncedDispatch",
     "Envelope",
     "FailedJob",
     "FailedJobRepository",

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
 from pgqueue.config import ConnectionConfig, Settings, load_settings
+from pgqueue.debounce import DebouncedDispatching, debounce_arguments
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -27,7 +28,7 @@ from pgqueue.errors import (
 )
 from pgqueue.handles import JobHandle, ResultWaiter
 from pgqueue.jobs import Job, check_result_ttl, set_default_dispatcher
-from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, shown, unique_key_problem
+from pgqueue.limits import MAX_DELAY_SECONDS, check_unique, shown
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
     QueueStats,
@@ -57,7 +58,7 @@ def _check_delay(delay: object, job_name: str) -> float:
     return float(delay)
 
 
-class Client(ClientOperations):
+class Client(ClientOperations, DebouncedDispatching):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -177,15 +178,25 @@ class Client(ClientOperations):
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, result_ttl: float | None = None,
+                   debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
                    partition: str | None = None) -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
         follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
-        (0: none; default: its job type's, see :mod:`pgqueue.results`). ``partition``: the job's
-        partition (default: its job type's ``partition_by``; see the README, "Partitions").
+        (0: none; default: its job type's, see :mod:`pgqueue.results`). With ``debounce=<seconds>``
+        and ``key=`` (and optionally ``max_wait=``) it is :meth:`dispatch_debounced` and returns the
+        id of the job of the key's open window. ``partition``: the job's partition (default: its job
+        type's ``partition_by``; see the README, "Partitions"; not with ``debounce``).
         """
+        if debounce is not None or key is not None or max_wait is not None:
+            if partition is not None:
+                raise QueueConfigurationError("debounce= takes its partition from the job type's partition_by, "
+                                              "not from partition=; the job was not dispatched")
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, unique_key)
+            return self.job((await self.dispatch_debounced(job, key, window, max_wait=max_wait, conn=conn, queue=queue,
+                             priority=priority, connection=connection, result_ttl=result_ttl)).id)
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
@@ -195,8 +206,7 @@ class Client(ClientOperations):
                                                         connection=connection, partition=partition)).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
                                          partition=partition)
-        if result_ttl is not None:
-            envelope = dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
+        envelope = self._result_ttl(envelope, result_ttl)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(await inline.dispatch(job, envelope, delay))
@@ -207,6 +217,13 @@ class Client(ClientOperations):
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return self.job(envelope.id)
+
+    @staticmethod
+    def _result_ttl(envelope: Envelope, result_ttl: float | None) -> Envelope:
+        """The envelope with a dispatch's own ``result_ttl`` (checked), or as it is without one."""
+        if result_ttl is None:
+            return envelope
+        return dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
 
     # --- issue 26: results ---
     def job(self, job_id: uuid.UUID | str) -> JobHandle:
@@ -237,7 +254,7 @@ class Client(ClientOperations):
         joins the caller's transaction; while another transaction holds the key uncommitted,
         this call waits for it to end.
         """
-        period_seconds = self._check_unique(key, scope, period)
+        period_seconds = check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
                                          partition=partition)
         delay = _check_delay(delay, envelope.name)
@@ -255,9 +272,14 @@ class Client(ClientOperations):
                 f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
         return result
 
-    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
-                  priority: int | None = None, connection: str | None = None) -> JobHandle:
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
+                  priority: int | None = None, connection: str | None = None, debounce: float | None = None,
+                  key: str | None = None, max_wait: float | None = None) -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        if debounce is not None or key is not None or max_wait is not None:
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
+            return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
+                                                         priority=priority, connection=connection).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = _check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
@@ -333,7 +355,7 @@ class Client(ClientOperations):
         for position, key in enumerate(keys, 1):
             if key is not None:
                 try:
-                    period_seconds = self._check_unique(key, scope, period)
+                    period_seconds = check_unique(key, scope, period)
                 except QueueConfigurationError as exc:
                     raise QueueConfigurationError(
                         f"dispatch_unique_many: key {position} of {len(keys)}: {exc}") from None
@@ -344,29 +366,6 @@ class Client(ClientOperations):
                                                       what=what)
         store = await self._store(encoded.connections[0])
         return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
-
-    @staticmethod
-    def _check_unique(key: object, scope: object, period: object) -> float | None:
-        """Refuse what ``pgqueue.enqueue_unique`` would refuse, naming the value; the period as a float."""
-        if not isinstance(scope, str) or scope not in ("queued", "active", "period"):
-            raise QueueConfigurationError(
-                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-        problem = unique_key_problem(key)
-        if problem is not None:
-            raise QueueConfigurationError(f"{problem}; the job was not dispatched")
-        if (scope == "period") != (period is not None):
-            raise QueueConfigurationError(
-                f"unique scope 'period' needs period=<seconds> (and only it takes one), got scope {scope!r} and "
-                f"period {period!r}; the job was not dispatched")
-        if period is None:
-            return None
-        if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) \
-                or not 0 < period <= MAX_UNIQUE_PERIOD_SECONDS:
-            raise QueueConfigurationError(
-                f"unique period must be a finite number of seconds above 0 and at most "
-                f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
-                "the job was not dispatched")
-        return float(period)
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                     connection: str | None = None, partition: str | None = None) -> EncodedJobs:

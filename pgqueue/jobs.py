@@ -45,12 +45,15 @@ class Dispatcher(Protocol):
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the protocol of Client.dispatch
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
-                   unique_for: float | None = None, partition: str | None = None) -> UUID:
-        """Enqueue one job; returns its id (with a unique key: the id of the job holding it)."""
+                   unique_for: float | None = None, debounce: float | None = None, key: str | None = None,
+                   max_wait: float | None = None, partition: str | None = None) -> UUID:
+        """Enqueue one job; returns its id (with a unique key: the id of the job holding it; debounced:
+        the id of the job of the key's open window)."""
         ...
 
-    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
-                  priority: int | None = None, connection: str | None = None) -> UUID:
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the protocol of Client.dispatch_sync
+                  priority: int | None = None, connection: str | None = None, debounce: float | None = None,
+                  key: str | None = None, max_wait: float | None = None) -> UUID:
         """Enqueue one job on the caller's synchronous connection; returns its id."""
         ...
 
@@ -239,9 +242,8 @@ class Job:
         return f"{type(self).name}:{json.dumps(values, sort_keys=True, separators=(',', ':'), default=str)}"
 
     def derived_partition(self) -> str | None:
-        """The partition ``partition_by`` derives from this job's args: their values (strings or
-        integers) joined by ":" (None without ``partition_by``); QueueConfigurationError names a
-        value of another type."""
+        """The partition ``partition_by`` derives from this job's args: their values (str or int) joined
+        by ":" (None without ``partition_by``); QueueConfigurationError names a value of another type."""
         names = type(self).partition_by
         if not names:
             return None
@@ -273,6 +275,7 @@ class Job:
                        priority: int | None = None, connection: str | None = None,
                        using: Dispatcher | None = None, unique_key: str | None = None,
                        unique_scope: str = "queued", unique_for: float | None = None,
+                       debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
                        partition: str | None = None) -> UUID:
         """Enqueue this job; returns its id.
 
@@ -281,10 +284,16 @@ class Job:
         pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Client` (default:
         :func:`pgqueue.default_client`). ``unique_key`` (or the class's ``unique_by``): no new
         job while one holds the key in ``unique_scope``; the holder's id is returned
-        (see :meth:`pgqueue.Client.dispatch_unique`). ``partition`` (or the class's ``partition_by``):
-        the job's partition, which per-partition limits and fair shares apply to (issue 28).
+        (see :meth:`pgqueue.Client.dispatch_unique`). ``debounce=<seconds>`` with ``key=`` (and
+        ``max_wait=``): the dispatches of the key coalesce into one job, run once they stop for that
+        long; the latest args win (see :meth:`pgqueue.Client.dispatch_debounced`). ``partition`` (or
+        the class's ``partition_by``): the job's partition, for per-partition limits and fair shares.
         """
         extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+        if debounce is not None or key is not None or max_wait is not None:
+            return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                                 connection=connection, unique_key=unique_key, debounce=debounce,
+                                                 key=key, max_wait=max_wait, **extra)
         if unique_key is None:
             return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                                  connection=connection, **extra)
@@ -292,11 +301,15 @@ class Job:
                                              connection=connection, unique_key=unique_key,
                                              unique_scope=unique_scope, unique_for=unique_for, **extra)
 
-    def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,
+    def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API, as dispatch
                       priority: int | None = None, connection: str | None = None,
-                      using: Dispatcher | None = None) -> UUID:
+                      using: Dispatcher | None = None, debounce: float | None = None, key: str | None = None,
+                      max_wait: float | None = None) -> UUID:
         """Like :meth:`dispatch`, for synchronous code: ``conn`` is a psycopg ``Connection`` or a
-        SQLAlchemy ``Session``/``Connection``; the job joins its transaction."""
+        SQLAlchemy ``Session``/``Connection``; the job joins its transaction (debounced too)."""
+        if debounce is not None or key is not None or max_wait is not None:
+            return _dispatcher(using).dispatch_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                                connection=connection, debounce=debounce, key=key, max_wait=max_wait)
         return _dispatcher(using).dispatch_sync(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                             connection=connection)
 

@@ -379,6 +379,7 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
+        _call_debounce(conn, call)
         _call_partition_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
@@ -399,6 +400,21 @@ def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, obj
     call("select * from pgqueue.reserve(array['parts'], 5, 60)")
     call("select * from pgqueue.partition_status('parts')")
     call("select pgqueue.prune_partitions(100)")
+
+
+def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): debounce: a window opened, joined, closed and a new one opened (the
+    closed holder drops its key), then reserved (its trigger drops the key)."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.enqueue_debounced(jsonb, text, double precision,"
+                        " double precision)') is not null"):
+        return
+    for _ in range(2):
+        call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, 60)", (Jsonb(envelope("d")),))
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'd'")
+    call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, null)", (Jsonb(envelope("d")),))
+    call("select * from pgqueue.enqueue_debounced(%s, '', 5, null)", (Jsonb(envelope("d")),), refused=True)
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'd'")
+    call("select * from pgqueue.reserve(array['d'], 2, 60)")
 
 
 def _installed(conn: Conn) -> set[str]:

@@ -120,6 +120,43 @@ def _unique_scope(value: str) -> str:
     return value
 
 
+def _debounce_key(value: str | None) -> str | None:
+    """Callback of ``--debounce-key``: the unique key's rule, named for the option."""
+    if value is not None:
+        problem = limits.unique_key_problem(value)
+        if problem is not None:
+            raise typer.BadParameter(problem.replace("unique key", "debounce key"))
+    return value
+
+
+def _debounce_seconds(value: float | None) -> float | None:
+    """Callback of ``--debounce`` and ``--debounce-max-wait``: seconds above 0 and at most 10 years."""
+    if value is not None and not 0 < value <= limits.MAX_DELAY_SECONDS:  # NaN too
+        raise typer.BadParameter(f"must be a finite number of seconds above 0 and at most "
+                                 f"{limits.MAX_DELAY_SECONDS:.0f} (10 years), got {value:g}")
+    return value
+
+
+def _dispatch_options(delay: float, unique_key: str | None, unique_scope: str, unique_period: float | None,
+                      debounce: float | None, debounce_key: str | None, debounce_max_wait: float | None) -> None:
+    """The option combinations ``queue:dispatch`` refuses (before any database is touched)."""
+    if not 0 <= delay <= limits.MAX_DELAY_SECONDS:  # NaN too
+        fail(f"--delay must be a finite number of seconds >= 0 and at most {limits.MAX_DELAY_SECONDS:.0f} "
+             f"(10 years), got {delay:g}", EXIT_CONFIG)
+    if unique_key is None and (unique_scope != "queued" or unique_period is not None):
+        fail("--unique-scope and --unique-period only apply with --unique-key", EXIT_CONFIG)
+    if unique_key is not None and (unique_scope == "period") != (unique_period is not None):
+        fail("--unique-scope period needs --unique-period SECONDS (and only it takes one)", EXIT_CONFIG)
+    if (debounce is None) != (debounce_key is None) or (debounce is None and debounce_max_wait is not None):
+        fail("--debounce SECONDS and --debounce-key KEY go together (--debounce-max-wait only with them)",
+             EXIT_CONFIG)
+    if debounce is not None and (delay or unique_key is not None):
+        fail("a debounced dispatch takes no --delay (the window is its delay) and no --unique-key", EXIT_CONFIG)
+    if debounce is not None and debounce_max_wait is not None and debounce_max_wait < debounce:
+        fail(f"--debounce-max-wait must be at least the window (--debounce {debounce:g}), got "
+             f"{debounce_max_wait:g}", EXIT_CONFIG)
+
+
 def _unique_period(value: float | None) -> float | None:
     if value is not None and not 0 < value <= limits.MAX_UNIQUE_PERIOD_SECONDS:  # NaN too
         raise typer.BadParameter(f"must be a finite number of seconds above 0 and at most "
@@ -854,6 +891,15 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
     unique_period: Annotated[float | None, typer.Option(
         "--unique-period", metavar="SECONDS", help="With --unique-scope period: how long the key is held.",
         callback=_unique_period)] = None,
+    debounce: Annotated[float | None, typer.Option(
+        "--debounce", metavar="SECONDS", callback=_debounce_seconds,
+        help="Debounce by --debounce-key: dispatches of the key coalesce into one job, run SECONDS after "
+             "the last of them, with the latest args.")] = None,
+    debounce_key: Annotated[str | None, typer.Option(
+        "--debounce-key", metavar="KEY", callback=_debounce_key, help="The debounce key (with --debounce).")] = None,
+    debounce_max_wait: Annotated[float | None, typer.Option(
+        "--debounce-max-wait", metavar="SECONDS", callback=_debounce_seconds,
+        help="With --debounce: run at the latest SECONDS after the window's first dispatch.")] = None,
     apps: Apps = None,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -885,13 +931,7 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
         instance = job_type.from_args(values)
     except (pgqueue.QueuePayloadError, TypeError, ValueError) as exc:
         fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
-    if not 0 <= delay <= limits.MAX_DELAY_SECONDS:  # NaN too
-        fail(f"--delay must be a finite number of seconds >= 0 and at most {limits.MAX_DELAY_SECONDS:.0f} "
-             f"(10 years), got {delay:g}", EXIT_CONFIG)
-    if unique_key is None and (unique_scope != "queued" or unique_period is not None):
-        fail("--unique-scope and --unique-period only apply with --unique-key", EXIT_CONFIG)
-    if unique_key is not None and (unique_scope == "period") != (unique_period is not None):
-        fail("--unique-scope period needs --unique-period SECONDS (and only it takes one)", EXIT_CONFIG)
+    _dispatch_options(delay, unique_key, unique_scope, unique_period, debounce, debounce_key, debounce_max_wait)
     try:
         # The envelope as dispatch will store it, before any database is touched: a NUL or an
         # unpaired surrogate in the args, or an envelope over max_payload_bytes, is a bad --args.
@@ -906,6 +946,15 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
         async with found.client() as client:
             envelope, _ = client.envelope(instance, queue=queue, priority=priority,
                                           connection=found.connection.name)
+            if debounce is not None and debounce_key is not None:
+                debounced = await client.dispatch_debounced(instance, debounce_key, debounce,
+                                                            max_wait=debounce_max_wait, queue=queue,
+                                                            priority=priority, connection=found.connection.name)
+                typer.echo(f"dispatched {job_name} as job {debounced.id} to queue {envelope.queue!r}, debounced by "
+                           f"key {limits.shown(debounce_key)} ("
+                           f"{'joined an open window' if debounced.coalesced else 'a new window'}), due at "
+                           f"{debounced.available_at.isoformat()}")
+                return debounced.id, envelope.queue, False
             if unique_key is None:
                 job_id = await client.dispatch(instance, delay=delay, queue=queue, priority=priority,
                                                connection=found.connection.name)
@@ -916,6 +965,8 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
             return done.id, envelope.queue, done.duplicate
 
     job_id, queue_name, duplicate = asyncio.run(dispatch())
+    if debounce is not None:
+        return
     if duplicate:
         typer.echo(f"not dispatched: job {job_id} already holds unique key {unique_key!r}")
         return

@@ -82,6 +82,13 @@ async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]
     return [QueueStats(*row) for row in await cur.fetchall()]
 
 
+async def queue_paused_on(conn: psycopg.AsyncConnection[Any]) -> dict[str, bool]:
+    """Whether each queue with a row in ``pgqueue.queues`` is paused, on ``conn`` (the metrics' depth
+    sampler); a queue without a row is not paused."""
+    cur = await conn.execute(query("queue_paused"))
+    return {name: bool(paused) for name, paused in await cur.fetchall()}
+
+
 class ControlStatements(Pooled):
     """Queue controls and status, for people: errors are translated."""
 

@@ -44,6 +44,10 @@ create table pgqueue.jobs (
     due_at        timestamptz,                              -- when the current attempt became due
     prefetched    boolean     not null default false,       -- in a prefetch buffer on its final try, unstarted
     progress      jsonb,                                    -- issue 26: the running handler's last progress report
+    -- issue 28: debounce. A debounced job holds its key from dispatch until it is first reserved
+    -- (the trigger jobs_debounce_reserved drops it); debounce_until: the latest it may be pushed to.
+    debounce_key  text,
+    debounce_until timestamptz,
     partition     text,                                     -- issue 28: the job's partition; null: none
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
@@ -59,6 +63,7 @@ create table pgqueue.jobs (
         or (unique_scope in ('queued', 'active') and unique_key is not null
             and length(unique_key) between 1 and 1000)),
     constraint jobs_snoozes_non_negative check (snoozes >= 0),
+    constraint jobs_debounce_key check (debounce_key is null or octet_length(debounce_key) between 1 and 1000),
     -- issue 28: 1 to 200 characters, no control, format or invisible one (limits.QUEUE_NAME_REFUSED)
     constraint jobs_partition check (partition is null or (length(partition) between 1 and 200
         and partition !~ '[\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'))
@@ -95,6 +100,9 @@ create unique index jobs_unique_queued_idx on pgqueue.jobs (unique_key)
     where unique_scope = 'queued' and token is null;
 create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
     where unique_scope = 'active';
+
+-- issue 28: one waiting (never reserved) job per debounce key; pgqueue.enqueue_debounced upserts on it.
+create unique index jobs_debounce_idx on pgqueue.jobs (debounce_key) where debounce_key is not null;
 
 comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';

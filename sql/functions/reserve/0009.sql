@@ -1,4 +1,6 @@
 -- pgqueue.reserve(queues, max_jobs, lease_seconds, run_now) -> the reservations granted
+-- (revision 0009, issue 29: each grant returns its due time too; the return type changed, so the
+-- previous version is dropped first, both overloads; a fresh install has none to drop)
 -- Takes up to p_max_jobs jobs that are ready (or whose lease expired) from p_queues, in the
 -- order given: the first queue is drained before the next is looked at, and within a queue
 -- higher priority goes first, then earlier available_at. Rows are locked with
@@ -24,16 +26,26 @@
 -- (SKIP LOCKED: a worker that finds another reserving from it moves on to its next queue)
 -- while the jobs of the queue reserved with a live lease are counted and its token bucket
 -- is refilled and spent (capacity rate_burst, default the rate per period). A queue without a row costs one primary-key probe.
+-- Each grant also returns due_at, the time its attempt became due (available_at before this
+-- reservation: the dispatch time or the end of a delay, a retry's backoff or a snooze, or the end
+-- of an expired lease), and queued_seconds, from due_at to this reservation (database clock): the
+-- queue latency pgqueue.job_stats counts up to the reservation, so a worker's metrics count the
+-- same latency (queued_seconds + its own wait until the handler starts) for delayed and retried
+-- jobs alike. Both come from the row the grant already updates: no extra read.
 -- Issue 28: a queue served by partition (per-partition limits, overrides or fair shares:
 -- queues.partitioned) is locked the same way, and its candidates of each priority are picked by
 -- pgqueue.reserve_partitions (each partition within its limits, in weighted round robin).
 -- From psql:  select * from pgqueue.reserve(array['default'], 10, 60, 10);
 --        or:  select * from pgqueue.reserve(array['default'], 10, 60);  (all run at once)
+drop function if exists pgqueue.reserve(text[], integer, double precision);
+drop function if exists pgqueue.reserve(text[], integer, double precision, integer);
+
 create or replace function pgqueue.reserve(p_queues text[], p_max_jobs integer, p_lease_seconds double precision,
                                           p_run_now integer)
 returns table (id uuid, token bigint, attempts integer, max_tries integer, retry_until timestamptz,
                lease_expires_at timestamptz, lease_seconds_left double precision,
-               queue text, priority smallint, envelope jsonb, prefetched boolean)
+               queue text, priority smallint, envelope jsonb, prefetched boolean, due_at timestamptz,
+               queued_seconds double precision)
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
@@ -190,11 +202,12 @@ begin
                         available_at = v_now + v_lease
                     where j.id = any (v_ids)
                     returning j.id, j.token, j.attempts, j.max_tries, j.retry_until, j.available_at,
-                              j.queue, j.priority, j.envelope, j.prefetched
+                              j.queue, j.priority, j.envelope, j.prefetched, j.due_at
                 )
                 select g.id, g.token, g.attempts, g.max_tries, g.retry_until, g.available_at,
                        extract(epoch from g.available_at - clock_timestamp())::double precision,
-                       g.queue, g.priority, g.envelope, g.prefetched
+                       g.queue, g.priority, g.envelope, g.prefetched, g.due_at,
+                       extract(epoch from v_now - g.due_at)::double precision
                 from granted g
                 order by array_position(v_ids, g.id);
                 get diagnostics v_granted = row_count;
@@ -227,12 +240,12 @@ comment on function pgqueue.reserve(text[], integer, double precision, integer) 
 create or replace function pgqueue.reserve(p_queues text[], p_max_jobs integer, p_lease_seconds double precision)
 returns table (id uuid, token bigint, attempts integer, max_tries integer, retry_until timestamptz,
                lease_expires_at timestamptz, lease_seconds_left double precision,
-               queue text, priority smallint, envelope jsonb)
+               queue text, priority smallint, envelope jsonb, due_at timestamptz, queued_seconds double precision)
 language sql
 set search_path = pg_catalog, pg_temp
 as $$
     select r.id, r.token, r.attempts, r.max_tries, r.retry_until, r.lease_expires_at, r.lease_seconds_left,
-           r.queue, r.priority, r.envelope
+           r.queue, r.priority, r.envelope, r.due_at, r.queued_seconds
     from pgqueue.reserve(p_queues, p_max_jobs, p_lease_seconds, greatest(p_max_jobs, 0)) r
 $$;
 

@@ -19,6 +19,16 @@ alter table pgqueue.queues
 alter table pgqueue.failed_jobs drop column partition;
 alter table pgqueue.jobs drop column partition;
 
+-- issue 29: reserve returns each grant's due time (its return type changed: 0007's is created again)
+drop function pgqueue.reserve(text[], integer, double precision);
+drop function pgqueue.reserve(text[], integer, double precision, integer);
+-- issue 28: debounce
+drop function if exists pgqueue.enqueue_debounced(jsonb, text, double precision, double precision);
+drop trigger if exists jobs_debounce_reserved on pgqueue.jobs;
+drop function if exists pgqueue.debounce_reserved();
+drop index if exists pgqueue.jobs_debounce_idx;
+alter table pgqueue.jobs drop constraint if exists jobs_debounce_key;
+alter table pgqueue.jobs drop column if exists debounce_key, drop column if exists debounce_until;
 -- issue 29: search and bulk actions
 drop function if exists pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
 drop function if exists pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);

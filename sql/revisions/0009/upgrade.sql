@@ -84,6 +84,23 @@ create trigger failed_jobs_recorded
     for each row
     execute function pgqueue.failure_recorded();
 
+-- issue 28: debounce
+-- A debounced job (pgqueue.enqueue_debounced) holds its key from its dispatch until it is first
+-- reserved (the trigger below drops it then); debounce_until is the latest it may be pushed to
+-- (the earliest deadline a dispatch of its window set; null: none). Two nullable columns without
+-- a default cost the table nothing for jobs that are not debounced.
+alter table pgqueue.jobs
+    add column debounce_key text,
+    add column debounce_until timestamptz;
+alter table pgqueue.jobs add constraint jobs_debounce_key check (
+    debounce_key is null or octet_length(debounce_key) between 1 and 1000);
+create unique index jobs_debounce_idx on pgqueue.jobs (debounce_key) where debounce_key is not null;
+create trigger jobs_debounce_reserved
+    before update of token on pgqueue.jobs
+    for each row
+    when (new.debounce_key is not null and new.token is not null)
+    execute function pgqueue.debounce_reserved();
+
 -- issue 28: partitions
 -- A job's partition (a tenant, a customer, an API key): copied by enqueue from the envelope's
 -- "partition" (absent for a plain job, which pays one key look-up and stores a null). 1 to 200
