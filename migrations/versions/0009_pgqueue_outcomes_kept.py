@@ -43,6 +43,16 @@ UPGRADE = (
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
+    # issue 26: dependencies and batches
+    "functions/never/0009.sql",
+    "functions/jobs_ended/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/add_dependencies/0009.sql",
+    "functions/add_batch/0009.sql",
+    "functions/parent_results/0009.sql",
+    "functions/batch_state/0009.sql",
+    "functions/batch_results/0009.sql",
+    "functions/job_family/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -52,6 +62,8 @@ DOWNGRADE = (
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",
+    # issue 26: dependencies and batches
+    "functions/ack/0005.sql",
 )
 
 

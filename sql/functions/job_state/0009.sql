@@ -1,5 +1,6 @@
 -- pgqueue.job_state(job id) -> one row: where the job is, or no row when pgqueue knows nothing of it
--- state: 'waiting' (ready), 'delayed', 'running' (reserved, or acked inside its handler's
+-- state: 'waiting' (ready), 'blocked' (at pgqueue.never(): waiting for its parents or, a batch's callback, for its
+-- members: available_at is then null), 'delayed', 'running' (reserved, or acked inside its handler's
 -- transaction with its result still pending), 'succeeded' (a kept result, or a copy in
 -- completed_jobs), 'failed' or 'cancelled' (its latest failure record). A job acked without
 -- keeping a result or a copy leaves no row: no row is returned. attempts and tries as stored;
@@ -20,10 +21,11 @@ set search_path = pg_catalog, pg_temp
 as $$
     with found as (
         select case when j.token is not null then 'running'
+                    when j.available_at >= '9999-01-01 00:00:00+00'::timestamptz then 'blocked'
                     when j.available_at > now() then 'delayed'
                     else 'waiting' end as state,
                j.queue, j.envelope->>'name' as name, j.attempts, j.max_tries as tries, j.created_at,
-               j.available_at, j.reserved_at, null::timestamptz as finished_at, null::jsonb as result,
+               nullif(j.available_at, '9999-01-01 00:00:00+00'::timestamptz) as available_at, j.reserved_at, null::timestamptz as finished_at, null::jsonb as result,
                null::timestamptz as result_expires_at, null::uuid as failure_id, null::text as reason,
                null::text as message, (j.envelope->>'result_ttl')::double precision as result_ttl, j.progress, 1 as rank
         from pgqueue.jobs j where j.id = p_id
@@ -51,4 +53,4 @@ as $$
 $$;
 
 comment on function pgqueue.job_state(uuid) is
-    'pgqueue: the state of one job (waiting, delayed, running, succeeded, failed, cancelled), its times, result, failure and failed attempts.';
+    'pgqueue: the state of one job (waiting, blocked, delayed, running, succeeded, failed, cancelled), its times, result, failure and failed attempts.';
