@@ -93,15 +93,17 @@ begin
         perform pgqueue.record_outcomes('cancelled', v_queues, v_names, null, null);
         return 0;
     end if;
+    -- Every child keeps its parents (pgqueue.parent_results), released at once when none is open.
     v_count := cardinality(v_live);
+    insert into pgqueue.dependent_jobs (job_id, parents, waiting_on, on_parent_failure, available_at, released_at)
+    select j.id, v_parents, v_count, p_on_parent_failure, j.available_at,
+           case when v_count = 0 then clock_timestamp() end
+    from pgqueue.jobs j where j.id = any (p_children);
     if v_count = 0 then
         return 0;
     end if;
     insert into pgqueue.job_dependencies (parent_id, child_id)
     select p, c from unnest(v_live) p cross join unnest(p_children) c;
-    insert into pgqueue.dependent_jobs (job_id, parents, waiting_on, on_parent_failure, available_at)
-    select j.id, v_parents, v_count, p_on_parent_failure, j.available_at
-    from pgqueue.jobs j where j.id = any (p_children);
     update pgqueue.jobs j set available_at = pgqueue.never() where j.id = any (p_children);
     return v_count;
 end

@@ -2,7 +2,8 @@
 -- state: 'waiting' (ready), 'blocked' (at pgqueue.never(): waiting for its parents or, a batch's callback, for its
 -- members: available_at is then null), 'delayed', 'running' (reserved, or acked inside its handler's
 -- transaction with its result still pending), 'succeeded' (a kept result, or a copy in
--- completed_jobs), 'failed' or 'cancelled' (its latest failure record). A job acked without
+-- completed_jobs), 'failed' or 'cancelled' (its latest failure record; a dependency_failed job is
+-- cancelled). A job acked without
 -- keeping a result or a copy leaves no row: no row is returned. attempts and tries as stored;
 -- the times of its creation, when it is due (waiting, delayed) or its lease ends (running), its
 -- reservation and its end; result and its expiry when kept; for a failure its id, reason and
@@ -30,7 +31,7 @@ as $$
                null::text as message, (j.envelope->>'result_ttl')::double precision as result_ttl, j.progress, 1 as rank
         from pgqueue.jobs j where j.id = p_id
         union all
-        (select case when f.reason = 'cancelled' then 'cancelled' else 'failed' end, f.queue, f.envelope->>'name',
+        (select case when f.reason in ('cancelled', 'dependency_failed') then 'cancelled' else 'failed' end, f.queue, f.envelope->>'name',
                 f.attempts, (f.envelope->>'tries')::integer, null, null, null, f.failed_at, null, null, f.id,
                 f.reason, f.message, (f.envelope->>'result_ttl')::double precision, null, 2
          from pgqueue.failed_jobs f where f.job_id = p_id order by f.failed_at desc limit 1)
