@@ -28,9 +28,10 @@ from pgqueue.store import Store
 
 logger = logging.getLogger("pgqueue.results")
 
-#: What :attr:`JobStatus.state` may be. ``unknown``: pgqueue holds nothing of the id (never
+#: What :attr:`JobStatus.state` may be. ``blocked``: waiting for its parents (``after=``) or, a
+#: batch's callback, for its members. ``unknown``: pgqueue holds nothing of the id (never
 #: dispatched, its dispatching transaction not committed yet, or it succeeded keeping no result).
-STATES = ("waiting", "delayed", "running", "succeeded", "failed", "cancelled", "unknown")
+STATES = ("waiting", "blocked", "delayed", "running", "succeeded", "failed", "cancelled", "unknown")
 #: The states a job does not leave (``unknown`` too: nothing will notify).
 ENDED = frozenset({"succeeded", "failed", "cancelled", "unknown"})
 
