@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from pgqueue import Batch, Client
+from pgqueue import Batch, Client, Job
 from tests.faults.fault_jobs import AlwaysFailsJob, BatchCallbackJob, LedgerJob
 from tests.faults.harness import WorkerFleet, scalar, wait_until
 from tests.faults.ledger import check_ledger
@@ -21,7 +21,7 @@ WORKERS = 4
 
 async def _dispatch_batch(producer: Client) -> Batch:
     """MEMBERS members: FAILING that fail terminally, CANCELLED cancelled before any worker runs."""
-    members = [LedgerJob(n=i, work=0.001) for i in range(MEMBERS - FAILING)]
+    members: list[Job] = [LedgerJob(n=i, work=0.001) for i in range(MEMBERS - FAILING)]
     members += [AlwaysFailsJob(n=i) for i in range(FAILING)]
     batch = await producer.batch(members, then=BatchCallbackJob())
     for member in batch.members[:CANCELLED]:
@@ -79,7 +79,8 @@ async def _run_to_the_callback(dsn: str, fleet: WorkerFleet, pyproject: Path, ba
 
 
 async def test_a_batch_of_2000_on_4_workers_releases_its_callback_once(ledger_dsn: str, producer: Client,
-                                                                      fleet: WorkerFleet, fault_pyproject: Path) -> None:
+                                                                      fleet: WorkerFleet,
+                                                                      fault_pyproject: Path) -> None:
     batch = await _dispatch_batch(producer)
     await _run_to_the_callback(ledger_dsn, fleet, fault_pyproject, batch, kill_at=None)
     _check_released_once(ledger_dsn, batch)
