@@ -218,3 +218,16 @@ def test_a_batch_refuses_bad_input_and_stores_nothing(conn: Conn) -> None:
     with pytest.raises(errors.InvalidParameterValue, match="own batch"):
         scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [member], member))
     assert scalar(conn, "select count(*) from pgqueue.batches") == 0
+
+
+def test_prune_results_deletes_the_links_of_jobs_gone(conn: Conn) -> None:
+    parent = _parent(conn)
+    child = _child(conn, [parent])
+    _batch(conn, 1)
+    while found := reserve(conn, ["default", "kids", "callbacks"], 10):
+        ack(conn, [r["id"] for r in found], [r["token"] for r in found])
+    conn.execute(b"update pgqueue.dependent_jobs set created_at = now() - interval '2 days'")
+    conn.execute(b"update pgqueue.batches set finished_at = now() - interval '2 days'")
+    assert rows(conn, "select links_deleted from pgqueue.prune_results(86400, 100)") == [{"links_deleted": 2}]
+    assert scalar(conn, "select count(*) from pgqueue.dependent_jobs where job_id = %s", (child,)) == 0
+    assert scalar(conn, "select count(*) from pgqueue.batch_members") == 0

@@ -110,7 +110,8 @@ comment on table pgqueue.job_dependencies is
 -- waits for (a row lock serialises the parents' ends: the last one releases it, exactly once), what
 -- a failed parent does to it, and when it is due once released (its dispatch delay). While it
 -- waits its jobs row has available_at = pgqueue.never() (9999-01-01), which no reservation and no
--- next_due reaches. Kept after the job ends until pgqueue.prune_results finds the job gone.
+-- next_due reaches. Kept after the job ends until pgqueue.prune_results finds the job gone
+-- (for the history's retention).
 create table pgqueue.dependent_jobs (
     job_id            uuid        primary key,
     parents           uuid[]      not null,
@@ -122,6 +123,7 @@ create table pgqueue.dependent_jobs (
     constraint dependent_jobs_on_parent_failure check (on_parent_failure in ('cancel', 'run')),
     constraint dependent_jobs_waiting_on check (waiting_on >= 0)
 );
+create index dependent_jobs_created_at_idx on pgqueue.dependent_jobs (created_at);
 comment on table pgqueue.dependent_jobs is
     'pgqueue: jobs dispatched with parents: every parent, how many are still open, the failure policy, when released.';
 -- A batch: its members' ends are counted here (one row, updated in the statement that ends each
@@ -139,6 +141,7 @@ create table pgqueue.batches (
     constraint batches_counts check (pending >= 0 and pending + succeeded + failed + cancelled = total)
 );
 create index batches_callback_id_idx on pgqueue.batches (callback_id);
+create index batches_finished_at_idx on pgqueue.batches (finished_at);
 create table pgqueue.batch_members (
     job_id   uuid primary key,
     batch_id uuid not null,
