@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import psycopg
@@ -379,23 +379,26 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
-        if scalar(conn, "select to_regprocedure('pgqueue.jobs_ended(uuid[], text)') is not null"):
-            # Revision 0009 (issue 26 §2): a child released by its parent's ack, one cancelled by
-            # its parent's failure (the trigger), a batch counted and its callback released.
-            ids = [call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("d")),))[0]["enqueue"] for _ in range(5)]
-            call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[2]], [ids[0]]))
-            call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[3]], [ids[1]]))
-            call("select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [ids[0], ids[1]], ids[4]))
-            held = {r["id"]: r for r in call("select * from pgqueue.reserve(array['d'], 2, 60)")}
-            call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([ids[0]], [held[ids[0]]["token"]]))
-            call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[1], held[ids[1]]["token"]))
-            call("select * from pgqueue.parent_results(%s)", (ids[2],))
-            call("select * from pgqueue.batch_state(%s)", (ids[4],))
-            call("select * from pgqueue.batch_results(%s)", (ids[4],))
-            call("select * from pgqueue.job_family(%s)", (ids[0],))
+            _call_dependency_functions(call)  # the same revision
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
+
+
+def _call_dependency_functions(call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 26 §2): a child released by its parent's ack, one cancelled by its
+    parent's failure (the trigger), a batch counted and its callback released, and the reads."""
+    ids = [call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("d")),))[0]["enqueue"] for _ in range(5)]
+    call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[2]], [ids[0]]))
+    call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[3]], [ids[1]]))
+    call("select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [ids[0], ids[1]], ids[4]))
+    tokens = {str(r["id"]): r["token"] for r in call("select * from pgqueue.reserve(array['d'], 2, 60)")}
+    call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([ids[0]], [tokens.get(str(ids[0]))]))
+    call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[1], tokens.get(str(ids[1]))))
+    call("select * from pgqueue.parent_results(%s)", (ids[2],))
+    call("select * from pgqueue.batch_state(%s)", (ids[4],))
+    call("select * from pgqueue.batch_results(%s)", (ids[4],))
+    call("select * from pgqueue.job_family(%s)", (ids[0],))
 
 
 def _installed(conn: Conn) -> set[str]:
