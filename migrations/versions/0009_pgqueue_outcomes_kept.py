@@ -40,6 +40,7 @@ UPGRADE = (
     "functions/ack_results/0009.sql",
     "functions/store_result/0009.sql",
     "functions/job_attempts/0009.sql",
+    "functions/job_family/0009.sql",  # issue 26 §2, read by job_state
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
@@ -52,7 +53,6 @@ UPGRADE = (
     "functions/parent_results/0009.sql",
     "functions/batch_state/0009.sql",
     "functions/batch_results/0009.sql",
-    "functions/job_family/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision

@@ -9,13 +9,15 @@
 -- reservation and its end; result and its expiry when kept; for a failure its id, reason and
 -- message; errors: pgqueue.job_attempts as a JSON array; result_ttl: the seconds its dispatch said
 -- to keep its result (null: its job type decides); progress: a live job's last progress report
--- (pgqueue.progress).
+-- (pgqueue.progress); issue 26 §2: parents (the jobs it was dispatched to wait for), children (the
+-- jobs still waiting for it) and batch_id (the batch it is a member or the callback of), from
+-- pgqueue.job_family.
 -- From psql:  select * from pgqueue.job_state('<job id>');
 create or replace function pgqueue.job_state(p_id uuid)
 returns table (state text, queue text, name text, attempts integer, tries integer, created_at timestamptz,
                available_at timestamptz, reserved_at timestamptz, finished_at timestamptz, result jsonb,
                result_expires_at timestamptz, failure_id uuid, reason text, message text, errors jsonb,
-               result_ttl double precision, progress jsonb)
+               result_ttl double precision, progress jsonb, parents uuid[], children uuid[], batch_id uuid)
 language sql
 stable
 set search_path = pg_catalog, pg_temp
@@ -47,7 +49,10 @@ as $$
     )
     select f.state, f.queue, f.name, f.attempts, f.tries, f.created_at, f.available_at, f.reserved_at,
            f.finished_at, f.result, f.result_expires_at, f.failure_id, f.reason, f.message,
-           to_jsonb(array(select to_jsonb(a) from pgqueue.job_attempts(p_id) a)), f.result_ttl, f.progress
+           to_jsonb(array(select to_jsonb(a) from pgqueue.job_attempts(p_id) a)), f.result_ttl, f.progress,
+           array(select x.other_id from pgqueue.job_family(p_id) x where x.kind = 'parent'),
+           array(select x.other_id from pgqueue.job_family(p_id) x where x.kind = 'child'),
+           (select x.other_id from pgqueue.job_family(p_id) x where x.kind = 'batch' limit 1)
     from found f
     order by f.rank
     limit 1
