@@ -231,3 +231,13 @@ def test_prune_results_deletes_the_links_of_jobs_gone(conn: Conn) -> None:
     assert rows(conn, "select links_deleted from pgqueue.prune_results(86400, 100)") == [{"links_deleted": 2}]
     assert scalar(conn, "select count(*) from pgqueue.dependent_jobs where job_id = %s", (child,)) == 0
     assert scalar(conn, "select count(*) from pgqueue.batch_members") == 0
+
+
+def test_a_parent_removed_by_clear_or_delete_matching_ends_as_cancelled(conn: Conn) -> None:
+    cleared, deleted = _parent(conn, queue="gone"), _parent(conn, queue="deleted")
+    first, second = _child(conn, [cleared]), _child(conn, [deleted], policy="run")
+    assert scalar(conn, "select pgqueue.clear('gone')") == 1
+    assert _failure(conn, first)["reason"] == "dependency_failed"
+    assert scalar(conn, "select pgqueue.delete_matching(%s::uuid[], null, null, null, null, null, null, 10)",
+                  ([deleted],)) == 1
+    assert _reservable(conn) == [second]

@@ -51,6 +51,7 @@ UPGRADE = (
     "functions/add_dependencies/0009.sql",
     "functions/add_batch/0009.sql",
     "functions/parent_results/0009.sql",
+    "functions/clear/0009.sql",
     "functions/batch_state/0009.sql",
     "functions/batch_results/0009.sql",
 )
@@ -64,6 +65,7 @@ DOWNGRADE = (
     "functions/release/0005.sql",
     # issue 26: dependencies and batches
     "functions/ack/0005.sql",
+    "functions/clear/0008.sql",
 )
 
 
