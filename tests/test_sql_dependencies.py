@@ -241,3 +241,38 @@ def test_a_parent_removed_by_clear_or_delete_matching_ends_as_cancelled(conn: Co
     assert scalar(conn, "select pgqueue.delete_matching(%s::uuid[], null, null, null, null, null, null, 10)",
                   ([deleted],)) == 1
     assert _reservable(conn) == [second]
+
+
+def _end_at_once(dsn: str, ends: list[tuple[str, uuid.UUID, int]]) -> list[BaseException]:
+    """Run each (statement, job id, token) on its own connection, all released by one barrier."""
+    barrier = threading.Barrier(len(ends))
+    problems: list[BaseException] = []
+
+    def end(statement: str, job_id: uuid.UUID, token: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as own:
+                barrier.wait()
+                own.execute(statement.encode(), (job_id, token))
+        except BaseException as exc:  # reported by the caller
+            problems.append(exc)
+
+    threads = [threading.Thread(target=end, args=e) for e in ends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return problems
+
+
+def test_two_parents_ending_at_once_one_failing_cancel_the_child_without_a_deadlock(dsn: str, conn: Conn) -> None:
+    """One parent acks while the other fails, from two connections at the same moment, many times:
+    the child's counter serialises them, no lock is taken in the other order, and the child ends
+    cancelled (dependency_failed) every time, whichever end came first."""
+    for _ in range(30):  # the deadlock this guards against showed in 2 of 30 rounds
+        first, second = _parent(conn, queue="pair"), _parent(conn, queue="pair")
+        child = _child(conn, [first, second])
+        held = {r["id"]: r["token"] for r in reserve(conn, ["pair"], 2)}
+        assert _end_at_once(dsn, [
+            ("select * from pgqueue.ack(array[%s]::uuid[], array[%s]::bigint[])", first, held[first]),
+            ("select pgqueue.fail(%s, %s, 'E', 'm', null, 'exception')", second, held[second])]) == []
+        assert _failure(conn, child)["reason"] == "dependency_failed"

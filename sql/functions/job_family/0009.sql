@@ -14,7 +14,8 @@ as $$
     from pgqueue.dependent_jobs w cross join lateral unnest(w.parents) p(id)
     where w.job_id = p_id
     union all
-    select 'child', d.child_id, true from pgqueue.job_dependencies d where d.parent_id = p_id
+    select 'child', d.child_id, true from pgqueue.job_dependencies d
+    where d.parent_id = p_id and exists (select 1 from pgqueue.jobs j where j.id = d.child_id)
     union all
     select 'batch', b.id, b.pending > 0 from pgqueue.batches b
     where b.callback_id = p_id or b.id = (select m.batch_id from pgqueue.batch_members m where m.job_id = p_id)
