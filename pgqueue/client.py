@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -17,8 +16,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
+from pgqueue.composition import Composition, check_policy, parent_ids
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.debounce import DebouncedDispatching, debounce_arguments
+from pgqueue.dispatch_checks import check_delay, check_unique, with_result_ttl
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -27,13 +28,14 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.handles import JobHandle, ResultWaiter
-from pgqueue.jobs import Job, check_result_ttl, set_default_dispatcher
-from pgqueue.limits import MAX_DELAY_SECONDS, check_unique, shown
+from pgqueue.jobs import Job, set_default_dispatcher
+from pgqueue.limits import shown
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
     QueueStats,
     Store,
     UniqueDispatch,
+    Wait,
 )
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
@@ -48,17 +50,7 @@ __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_defaul
 logger = logging.getLogger("pgqueue")
 
 
-def _check_delay(delay: object, job_name: str) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) \
-            or not 0 <= delay <= MAX_DELAY_SECONDS:
-        raise QueueConfigurationError(
-            f"job {job_name!r}: delay must be a finite number of seconds >= 0 and at most "
-            f"{MAX_DELAY_SECONDS:.0f} (10 years), got {delay!r}; the job was not dispatched"
-        )
-    return float(delay)
-
-
-class Client(ClientOperations, DebouncedDispatching):
+class Client(ClientOperations, Composition, DebouncedDispatching):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -179,9 +171,15 @@ class Client(ClientOperations, DebouncedDispatching):
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, result_ttl: float | None = None,
                    debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
-                   partition: str | None = None) -> JobHandle:
+                   partition: str | None = None,
+                   after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                   on_parent_failure: str = "cancel") -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
         follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
+
+        ``after``: job ids or handles; the job runs once every one of them has succeeded (if one
+        fails or is cancelled, ``on_parent_failure="cancel"`` cancels it with reason
+        ``dependency_failed``, ``"run"`` runs it anyway). See :mod:`pgqueue.composition`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
@@ -200,30 +198,29 @@ class Client(ClientOperations, DebouncedDispatching):
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
+        parents = None if after is None else parent_ids(after, f"dispatching {type(job).__name__}")
+        if parents is not None and unique_key is not None:
+            raise QueueDispatchError(f"dispatching {type(job).__name__}: after= cannot be combined with a unique key")
         if unique_key is not None:
             return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
                                                         connection=connection, partition=partition)).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
                                          partition=partition)
-        envelope = self._result_ttl(envelope, result_ttl)
-        delay = _check_delay(delay, envelope.name)
+        envelope = with_result_ttl(envelope, result_ttl)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(await inline.dispatch(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
         what = f"dispatching job {envelope.name!r}"
-        if conn is not None:
+        if parents is not None:
+            link = Wait([envelope.id], parents, check_policy(on_parent_failure, what))
+            await self._store_linked(config, conn, f"[{text}]", [delay] if delay else None, [link], what)
+        elif conn is not None:
             await Store.enqueue_on(conn, text, delay, what=what)
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return self.job(envelope.id)
-
-    @staticmethod
-    def _result_ttl(envelope: Envelope, result_ttl: float | None) -> Envelope:
-        """The envelope with a dispatch's own ``result_ttl`` (checked), or as it is without one."""
-        if result_ttl is None:
-            return envelope
-        return dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
 
     # --- issue 26: results ---
     def job(self, job_id: uuid.UUID | str) -> JobHandle:
@@ -257,7 +254,7 @@ class Client(ClientOperations, DebouncedDispatching):
         period_seconds = check_unique(key, scope, period)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
                                          partition=partition)
-        delay = _check_delay(delay, envelope.name)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return await inline.dispatch_unique(job, envelope, delay)
         text = envelope.encode(config.max_payload_bytes)
@@ -274,24 +271,33 @@ class Client(ClientOperations, DebouncedDispatching):
 
     def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
                   priority: int | None = None, connection: str | None = None, debounce: float | None = None,
-                  key: str | None = None, max_wait: float | None = None) -> JobHandle:
+                  key: str | None = None, max_wait: float | None = None,
+                  after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                  on_parent_failure: str = "cancel") -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
         if debounce is not None or key is not None or max_wait is not None:
             key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
             return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
                                                          priority=priority, connection=connection).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        delay = _check_delay(delay, envelope.name)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(inline.dispatch_blocking(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
-        Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
+        what = f"dispatching job {envelope.name!r}"
+        if after is None:
+            Store.enqueue_on_sync(conn, text, delay, what=what)
+        else:
+            link = Wait([envelope.id], parent_ids(after, what), check_policy(on_parent_failure, what))
+            Store.enqueue_linked_on_sync(conn, f"[{text}]", [delay] if delay else None, [link], what=what)
         return self.job(envelope.id)
 
     async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,  # noqa: PLR0913  # the public API, as dispatch
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
-                        unique_for: float | None = None, partition: str | None = None) -> list[JobHandle]:
+                        unique_for: float | None = None, partition: str | None = None,
+                        after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                        on_parent_failure: str = "cancel") -> list[JobHandle]:
         """Enqueue many jobs in one round trip; returns their ids in order (as :class:`~pgqueue.JobHandle` s).
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
@@ -301,7 +307,12 @@ class Client(ClientOperations, DebouncedDispatching):
         ``unique_keys`` (one per job, None for a job without a key) makes it
         :meth:`dispatch_unique_many`: the ids returned are those of the jobs holding each key.
         ``partition``: every job's partition (default: each job type's ``partition_by``).
+        ``after``: every job waits for these parents, as in :meth:`dispatch`.
         """
+        if after is not None and not self.inline:
+            return await self._dispatch_many_after(jobs, after, on_parent_failure, unique_keys is not None, conn=conn,
+                                                   delay=delay, queue=queue, connection=connection,
+                                                   partition=partition)
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
         if self.inline:
@@ -402,7 +413,7 @@ class Client(ClientOperations, DebouncedDispatching):
     def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:
         """None when every job is ready now (the common case: no array to send), else one per job."""
         if isinstance(delay, int | float) and not isinstance(delay, bool):
-            one = _check_delay(delay, names[0])
+            one = check_delay(delay, names[0])
             return None if one == 0 else [one] * len(names)
         if isinstance(delay, str | bytes | bool) or not isinstance(delay, Iterable):
             raise QueueConfigurationError(
@@ -411,7 +422,7 @@ class Client(ClientOperations, DebouncedDispatching):
         delays = list(delay)
         if len(delays) != len(names):
             raise QueueDispatchError(f"dispatch_many: {len(names)} jobs but {len(delays)} delays")
-        return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
+        return [check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
     async def _dispatch_many_inline(self, jobs: list[Job], delay: float | Iterable[float], queue: str | None,
                                     connection: str | None, keys: Sequence[str | None] | None) -> list[JobHandle]:

@@ -7,10 +7,7 @@ from SQL.
 
 from __future__ import annotations
 
-import math
 import re
-
-from pgqueue.errors import QueueConfigurationError
 
 #: A job's args may nest arrays and objects this many levels deep at most; the args
 #: object itself is level 1. Deeper data cannot be decoded safely by every client
@@ -190,27 +187,3 @@ def partition_problem(value: object) -> str | None:
         return (f"partition {shown(value)} is not valid: it contains {_code_point(found.group())}, and a partition "
                 "may not contain control, format or other invisible characters")
     return None
-
-
-def check_unique(key: object, scope: object, period: object) -> float | None:
-    """Refuse what ``pgqueue.enqueue_unique`` would refuse (QueueConfigurationError naming the value); the
-    period as a float."""
-    if not isinstance(scope, str) or scope not in ("queued", "active", "period"):
-        raise QueueConfigurationError(
-            f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-    problem = unique_key_problem(key)
-    if problem is not None:
-        raise QueueConfigurationError(f"{problem}; the job was not dispatched")
-    if (scope == "period") != (period is not None):
-        raise QueueConfigurationError(
-            f"unique scope 'period' needs period=<seconds> (and only it takes one), got scope {scope!r} and "
-            f"period {period!r}; the job was not dispatched")
-    if period is None:
-        return None
-    if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) \
-            or not 0 < period <= MAX_UNIQUE_PERIOD_SECONDS:
-        raise QueueConfigurationError(
-            f"unique period must be a finite number of seconds above 0 and at most "
-            f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
-            "the job was not dispatched")
-    return float(period)

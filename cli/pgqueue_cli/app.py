@@ -993,7 +993,10 @@ def _status_text(status: pgqueue.JobStatus) -> str:
                          ("result", json.dumps(status.result) if status.has_result else None),
                          ("result kept until", status.result_expires_at), ("failure", status.failure_id),
                          ("reason", status.reason), ("message", status.message),
-                         ("progress", None if status.progress is None else json.dumps(status.progress))):
+                         ("progress", None if status.progress is None else json.dumps(status.progress)),
+                         ("waits for (parents)", ", ".join(map(str, status.parents)) or None),
+                         ("waited for by (children)", ", ".join(map(str, status.children)) or None),
+                         ("batch", status.batch_id)):
         if value is not None:
             lines.append(f"  {label}: {value}")
     if status.errors:
@@ -1016,9 +1019,9 @@ def job_show(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Show where a job is (waiting, delayed, running, succeeded, failed, cancelled; unknown when
-    pgqueue holds nothing of it), its times, its result when kept and every failed attempt
-    (pgqueue.job_state)."""
+    """Show where a job is (waiting, blocked, delayed, running, succeeded, failed, cancelled; unknown
+    when pgqueue holds nothing of it), its times, its result when kept, every failed attempt, the
+    jobs it waits for, the jobs still waiting for it and its batch (pgqueue.job_state)."""
     wanted = _job_id(job_id)
     found = target(dsn)
 

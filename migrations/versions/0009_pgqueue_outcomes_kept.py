@@ -44,6 +44,7 @@ UPGRADE = (
     "functions/ack_results/0009.sql",
     "functions/store_result/0009.sql",
     "functions/job_attempts/0009.sql",
+    "functions/job_family/0009.sql",  # issue 26 §2, read by job_state
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
@@ -64,6 +65,16 @@ UPGRADE = (
     "functions/reserve_partitions/0009.sql",  # called by reserve 0009 (issue 29's, above)
     "functions/next_due/0009.sql",
     "functions/prune_partitions/0009.sql",
+    # issue 26: dependencies and batches
+    "functions/never/0009.sql",
+    "functions/jobs_ended/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/add_dependencies/0009.sql",
+    "functions/add_batch/0009.sql",
+    "functions/parent_results/0009.sql",
+    "functions/clear/0009.sql",
+    "functions/batch_state/0009.sql",
+    "functions/batch_results/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -82,6 +93,9 @@ DOWNGRADE = (
     "functions/retry_failed/0002.sql",
     "functions/retry_failed_all/0008.sql",
     "functions/next_due/0004.sql",
+    # issue 26: dependencies and batches
+    "functions/ack/0005.sql",
+    "functions/clear/0008.sql",
 )
 
 

@@ -188,9 +188,9 @@ class Maintenance:
         retention, in batches (as :meth:`prune`); returns how many of each were deleted."""
         results = attempts = 0
         for _ in range(PRUNE_BATCHES):
-            r, a = await self._store.prune_results(self.history_retention, PRUNE_BATCH)
+            r, a, links = await self._store.prune_results(self.history_retention, PRUNE_BATCH)
             results, attempts = results + r, attempts + a
-            if r < PRUNE_BATCH and a < PRUNE_BATCH:
+            if r < PRUNE_BATCH and a < PRUNE_BATCH and links < PRUNE_BATCH:
                 break
         if results or attempts:
             logger.info("pgqueue: pruned %d expired results and %d failed attempts of jobs that are gone",

@@ -49,6 +49,7 @@ create table pgqueue.jobs (
     debounce_key  text,
     debounce_until timestamptz,
     partition     text,                                     -- issue 28: the job's partition; null: none
+    has_dependents boolean    not null default false,       -- issue 26: jobs wait for it or a batch counts it
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -110,6 +111,8 @@ comment on column pgqueue.jobs.progress is
     'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
 comment on column pgqueue.jobs.partition is
     'pgqueue: the job''s partition (dispatch partition= or the job type''s partition_by); null: none.';
+comment on column pgqueue.jobs.has_dependents is
+    'pgqueue: jobs wait for this one or a batch counts it: its end goes through pgqueue.jobs_ended.';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 
@@ -131,7 +134,7 @@ create table pgqueue.failed_jobs (
     constraint failed_jobs_reason check (reason in (
         'exception', 'attempts_exhausted', 'deadline_passed',
         'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
-        'result_invalid'))  -- issue 26: result_invalid
+        'result_invalid', 'dependency_failed'))  -- issue 26: result_invalid, dependency_failed
 );
 
 create index failed_jobs_failed_at_idx on pgqueue.failed_jobs (failed_at desc);
@@ -397,3 +400,61 @@ create table pgqueue.partitions (
 );
 comment on table pgqueue.partitions is
     'pgqueue: per-partition overrides (concurrency, rate, weight) and token buckets. Change overrides only through pgqueue.set_partition_limit.';
+-- issue 26: dependencies and batches
+-- What waits for what: one row per (parent, child) whose parent has not ended yet; the row goes
+-- when the parent ends (pgqueue.jobs_ended), so the table holds only waits still open.
+create table pgqueue.job_dependencies (
+    parent_id uuid not null,
+    child_id  uuid not null,
+    primary key (parent_id, child_id)
+);
+create index job_dependencies_child_id_idx on pgqueue.job_dependencies (child_id);
+comment on table pgqueue.job_dependencies is
+    'pgqueue: open waits: the child job runs once every parent listed here has ended (succeeded, or by its policy).';
+-- Each job dispatched with parents (pgqueue.add_dependencies): all its parents, how many it still
+-- waits for (a row lock serialises the parents' ends: the last one releases it, exactly once), what
+-- a failed parent does to it, and when it is due once released (its dispatch delay). While it
+-- waits its jobs row has available_at = pgqueue.never() (9999-01-01), which no reservation and no
+-- next_due reaches. Kept after the job ends until pgqueue.prune_results finds the job gone
+-- (for the history's retention).
+create table pgqueue.dependent_jobs (
+    job_id            uuid        primary key,
+    parents           uuid[]      not null,
+    waiting_on        integer     not null,
+    on_parent_failure text        not null,
+    available_at      timestamptz not null,
+    created_at        timestamptz not null default now(),
+    released_at       timestamptz,
+    constraint dependent_jobs_on_parent_failure check (on_parent_failure in ('cancel', 'run')),
+    constraint dependent_jobs_waiting_on check (waiting_on >= 0)
+);
+create index dependent_jobs_created_at_idx on pgqueue.dependent_jobs (created_at);
+comment on table pgqueue.dependent_jobs is
+    'pgqueue: jobs dispatched with parents: every parent, how many are still open, the failure policy, when released.';
+-- A batch: its members' ends are counted here (one row, updated in the statement that ends each
+-- member; the update that brings pending to 0 releases the callback, exactly once).
+create table pgqueue.batches (
+    id          uuid        primary key,
+    callback_id uuid        not null,               -- the job that runs once every member has ended
+    total       integer     not null,
+    pending     integer     not null,               -- members not ended yet
+    succeeded   integer     not null default 0,
+    failed      integer     not null default 0,
+    cancelled   integer     not null default 0,     -- cancelled, or dependency_failed
+    created_at  timestamptz not null default now(),
+    finished_at timestamptz,                        -- when the last member ended (the callback's release)
+    constraint batches_counts check (pending >= 0 and pending + succeeded + failed + cancelled = total)
+);
+create index batches_callback_id_idx on pgqueue.batches (callback_id);
+create index batches_finished_at_idx on pgqueue.batches (finished_at);
+create table pgqueue.batch_members (
+    job_id   uuid primary key,
+    batch_id uuid not null,
+    outcome  text,                                  -- null until the member ends: succeeded, failed, cancelled
+    constraint batch_members_outcome check (outcome in ('succeeded', 'failed', 'cancelled'))
+);
+create index batch_members_batch_id_idx on pgqueue.batch_members (batch_id);
+comment on table pgqueue.batches is
+    'pgqueue: batches (pgqueue.add_batch): members ended so far by outcome, and the callback released when none is pending.';
+comment on table pgqueue.batch_members is
+    'pgqueue: the members of each batch and how each ended (null: not yet).';

@@ -193,3 +193,20 @@ class EffectJob(Job):
         async with context.transaction() as conn:
             await conn.execute(b"insert into fault_effects (job_id, n, token) values (%s, %s, %s)",
                                (context.id, self.n, context.token))
+
+
+class BatchCallbackJob(Job):
+    """A batch's callback (issue 26): records its execution and the batch's counts as it read them
+    (``fault_echo``, text 'batch')."""
+
+    name = "faults:batch-callback"
+
+    async def handle(self, context: JobContext) -> None:
+        await append(context)
+        state = await context.batch()
+        counts = None if state is None else {"total": state.total, "pending": state.pending,
+                                             "succeeded": state.succeeded, "failed": state.failed,
+                                             "cancelled": state.cancelled}
+        async with await psycopg.AsyncConnection.connect(_ledger_dsn(), autocommit=True) as conn:
+            await conn.execute(b"insert into fault_echo (job_id, queue, text, data) values (%s, %s, 'batch', %s)",
+                               (context.id, context.queue, Jsonb(counts)))

@@ -29,6 +29,24 @@ drop function if exists pgqueue.debounce_reserved();
 drop index if exists pgqueue.jobs_debounce_idx;
 alter table pgqueue.jobs drop constraint if exists jobs_debounce_key;
 alter table pgqueue.jobs drop column if exists debounce_key, drop column if exists debounce_until;
+-- issue 26: dependencies and batches
+drop function pgqueue.add_dependencies(uuid[], uuid[], text);
+drop function pgqueue.add_batch(uuid, uuid[], uuid);
+drop function pgqueue.jobs_ended(uuid[], text);
+drop function pgqueue.parent_results(uuid);
+drop function pgqueue.batch_state(uuid);
+drop function pgqueue.batch_results(uuid);
+drop function pgqueue.job_family(uuid);
+drop function pgqueue.never();
+drop table pgqueue.batch_members;
+drop table pgqueue.batches;
+drop table pgqueue.dependent_jobs;
+drop table pgqueue.job_dependencies;
+-- Jobs still waiting for parents become ready: 0008 knows no waits.
+update pgqueue.jobs set available_at = now() where available_at >= '9999-01-01 00:00:00+00';
+alter table pgqueue.jobs drop column has_dependents;
+-- Children cancelled for a failed parent become cancelled, the nearest reason 0008 knows.
+update pgqueue.failed_jobs set reason = 'cancelled' where reason = 'dependency_failed';
 -- issue 29: search and bulk actions
 drop function if exists pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
 drop function if exists pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
