@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, Job, JobContext, QueueConfigurationError
+from pgqueue.limits import partition_problem
 from tests.worker_jobs import Once, Probe
 from tests.worker_support import client, rows, scalar
 
@@ -276,3 +277,12 @@ async def test_fair_shares_hold_within_one_turn_across_concurrent_reservations(c
         seen[partition] += 1
         shares = [seen[p] / w for p, w in weights.items()]
         assert max(shares) - min(shares) <= 1, (len(order), dict(seen))
+
+
+@pytest.mark.parametrize("value", ["ok", "tenant:42, eu", "", "x" * 200, "x" * 201, "a\u202eb", "x\U000e0001",
+                                   "tab\there", "\u00e9t\u00e9"])
+def test_python_and_sql_refuse_the_same_partitions_with_the_same_words(dsn: str, value: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("select pgqueue.partition_problem(to_jsonb(%s::text))", (value,)).fetchone()
+    assert row is not None
+    assert row[0] == partition_problem(value)
