@@ -63,12 +63,15 @@ async def test_a_partition_given_or_derived_is_stored_queryable_and_kept_by_fail
     plain = await client.dispatch(Probe(hook="never"))
     many = await client.dispatch_many([Probe(hook="never", n=i) for i in range(3)], partition="tenant:9")
     mixed = await client.dispatch_many([TenantJob(region="us", tenant_id=1), Probe(hook="never")])
+    keyed = await client.dispatch_many([Probe(hook="never", n=9)], unique_keys=["k9"], partition="tenant:u")
+    unique = await client.dispatch(Probe(hook="never", n=8), unique_key="k8", partition="tenant:u")
     found = {r["id"]: r for r in await rows(dsn, "select id, partition, envelope->>'partition' as kept "
                                                  "from pgqueue.jobs")}
     assert (found[given]["partition"], found[derived]["partition"], found[plain]["partition"]) == ("tenant:42", "eu:7",
                                                                                                  None)
     assert [found[h]["partition"] for h in many] == ["tenant:9"] * 3
     assert [found[h]["partition"] for h in mixed] == ["us:1", None]
+    assert [found[h]["partition"] for h in (*keyed, unique)] == ["tenant:u", "tenant:u"]
     assert all(r["partition"] == r["kept"] for r in found.values())
     stored = await rows(dsn, "select envelope from pgqueue.jobs where id = %s", (plain,))
     assert "partition" not in stored[0]["envelope"]  # a plain job's envelope is as before
