@@ -328,7 +328,8 @@ class Client(ClientOperations, Composition, DebouncedDispatching):
             unique_keys = [j.derived_unique_key() for j in jobs]
         if unique_keys is not None:
             dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
-                                                     conn=conn, delay=delay, queue=queue, connection=connection)
+                                                     conn=conn, delay=delay, queue=queue, connection=connection,
+                                                     partition=partition)
             return [self.job(d.id) for d in dispatched]
         encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
@@ -341,10 +342,10 @@ class Client(ClientOperations, Composition, DebouncedDispatching):
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return [self.job(job_id) for job_id in encoded.ids]
 
-    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",  # noqa: PLR0913  # the public API, as dispatch_many
                                period: float | None = None, conn: Any = None,
                                delay: float | Iterable[float] = 0.0, queue: str | None = None,
-                               connection: str | None = None) -> list[UniqueDispatch]:
+                               connection: str | None = None, partition: str | None = None) -> list[UniqueDispatch]:
         """:meth:`dispatch_unique` for many jobs, in one transaction (the caller's with ``conn``).
 
         ``keys`` has one key per job (None: that job has no key). A key repeated inside the
@@ -360,7 +361,7 @@ class Client(ClientOperations, Composition, DebouncedDispatching):
                                      f"got {keys!r}"[:300])
         if not jobs:
             return []
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
         period_seconds = None
         for position, key in enumerate(keys, 1):

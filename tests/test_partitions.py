@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from pgqueue import Client, Job, JobContext, QueueConfigurationError
+from pgqueue.limits import partition_problem
 from tests.worker_jobs import Once, Probe
 from tests.worker_support import client, rows, scalar
 
@@ -62,12 +63,15 @@ async def test_a_partition_given_or_derived_is_stored_queryable_and_kept_by_fail
     plain = await client.dispatch(Probe(hook="never"))
     many = await client.dispatch_many([Probe(hook="never", n=i) for i in range(3)], partition="tenant:9")
     mixed = await client.dispatch_many([TenantJob(region="us", tenant_id=1), Probe(hook="never")])
+    keyed = await client.dispatch_many([Probe(hook="never", n=9)], unique_keys=["k9"], partition="tenant:u")
+    unique = await client.dispatch(Probe(hook="never", n=8), unique_key="k8", partition="tenant:u")
     found = {r["id"]: r for r in await rows(dsn, "select id, partition, envelope->>'partition' as kept "
                                                  "from pgqueue.jobs")}
     assert (found[given]["partition"], found[derived]["partition"], found[plain]["partition"]) == ("tenant:42", "eu:7",
                                                                                                  None)
     assert [found[h]["partition"] for h in many] == ["tenant:9"] * 3
     assert [found[h]["partition"] for h in mixed] == ["us:1", None]
+    assert [found[h]["partition"] for h in (*keyed, unique)] == ["tenant:u", "tenant:u"]
     assert all(r["partition"] == r["kept"] for r in found.values())
     stored = await rows(dsn, "select envelope from pgqueue.jobs where id = %s", (plain,))
     assert "partition" not in stored[0]["envelope"]  # a plain job's envelope is as before
@@ -276,3 +280,12 @@ async def test_fair_shares_hold_within_one_turn_across_concurrent_reservations(c
         seen[partition] += 1
         shares = [seen[p] / w for p, w in weights.items()]
         assert max(shares) - min(shares) <= 1, (len(order), dict(seen))
+
+
+@pytest.mark.parametrize("value", ["ok", "tenant:42, eu", "", "x" * 200, "x" * 201, "a\u202eb", "x\U000e0001",
+                                   "tab\there", "\u00e9t\u00e9"])
+def test_python_and_sql_refuse_the_same_partitions_with_the_same_words(dsn: str, value: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("select pgqueue.partition_problem(to_jsonb(%s::text))", (value,)).fetchone()
+    assert row is not None
+    assert row[0] == partition_problem(value)
