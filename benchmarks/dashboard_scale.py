@@ -1,13 +1,15 @@
 """Page cost of the dashboard at 1k and at 1M jobs (issue 29): the overview, queues, jobs (and the
-search), workers and failed pages, on the same backlog shape at both sizes.
+search), a job, workers, failed, a failure and schedules pages, on the same backlog shape at both sizes.
 
     uv run python -m benchmarks.dashboard_scale [--admin-dsn DSN] [--sizes 1000,1000000] [--runs 20]
 
 Per size: a database of its own, migrated; the backlog written straight into the tables
 (benchmarks/sql/dashboard_seed_*.sql: jobs in 5 queues, one failure per 10 jobs, 5 registered
 workers each holding 10 reserved jobs, one of them gone); VACUUM ANALYZE; then each page requested
-through the ASGI app in-process (httpx), the whole request timed. Prints one table: median (max) ms
-per page and size. "Flat" means the 1M column is about the 1k one.
+through the ASGI app in-process (httpx), the whole request timed (a job's page: the newest reserved
+job; a failure's page: the newest failure; the schedules page: the two periodic jobs
+benchmarks.dashboard declares). Prints one table: median (max) ms per page and size. "Flat" means
+the 1M column is about the 1k one.
 """
 
 from __future__ import annotations
@@ -34,9 +36,18 @@ PAGES = (
     ("jobs, queue=reports", "/jobs?queue=reports"),
     ("jobs, search: name part + args", "/jobs?name=job_3&args=to%3Duser10"),
     ("jobs, search: state=delayed", "/jobs?state=delayed"),
+    ("a job (reserved, under its lease)", "/jobs/{job}"),
     ("workers (5 registered)", "/workers"),
     ("failed, newest", "/failed"),
+    ("a failure", "/failed/{failure}"),
+    ("schedules (2 periodic jobs)", "/schedules"),
 )
+
+
+async def first_id(web: httpx.AsyncClient, path: str, attribute: str) -> str:
+    """The id in the first row of a list page (``data-job="..."``, ``data-failure="..."``)."""
+    text = (await web.get(path)).text
+    return text.split(f'{attribute}="', 1)[1].split('"', 1)[0]
 
 
 async def measure(dsn: str, runs: int) -> dict[str, list[float]]:
@@ -45,8 +56,11 @@ async def measure(dsn: str, runs: int) -> dict[str, list[float]]:
         await client.pause("emails")
         app = create_app(client)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as web:
+            ids = {"job": await first_id(web, "/jobs?queue=default&state=reserved", "data-job"),
+                   "failure": await first_id(web, "/failed", "data-failure")}
             found: dict[str, list[float]] = {}
-            for label, path in PAGES:
+            for label, pattern in PAGES:
+                path = pattern.format(**ids)
                 times = []
                 for _ in range(runs + 2):
                     started = time.perf_counter()
