@@ -205,6 +205,14 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
                                                     " order by j.id desc", p)]
             assert [r["id"] for r in page.rows] == expected, search
             assert (await store.jobs_matching_count(search, 1000))[0] == len(expected), search
+            # A window holding a whole page of matches is left at the page's last match: the same rows,
+            # as many rows read as it took (dashboard_jobs_search_first.sql).
+            first = await store.jobs_search(search, after=None, scan=1000, limit=3)
+            assert [r["id"] for r in first.rows] == expected[:3], search
+            assert first.rows == page.rows[:3], search
+            if len(expected) >= 3:
+                assert first.scanned == 1 + scalar(conn, "select count(*) from pgqueue.jobs where id > %s",
+                                                   (expected[2],)), search
     assert len(expected) > 0
 
 

@@ -225,9 +225,16 @@ class DashboardStatements(Pooled):
         return pages
 
     async def jobs_search(self, search: JobSearch, *, after: uuid.UUID | None, scan: int, limit: int) -> ScannedPage:
-        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``."""
+        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``.
+
+        The window is read in order and left at the ``limit``-th match (a page of a common match
+        reads a page's worth of rows); only when it holds fewer is it read whole, to say how far."""
         params = {**search.params(), "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
         with storage_errors("searching jobs"):
+            rows = await self._dicts("dashboard_jobs_search_first", params)
+            if len(rows) >= limit:
+                return ScannedPage([{k: v for k, v in row.items() if k != "n"} for row in rows],
+                                   int(rows[-1]["n"]), None)
             rows = await self._dicts("dashboard_jobs_search", params)
         return _scanned_page(rows, ("last_id",))
 
