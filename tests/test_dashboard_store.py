@@ -206,7 +206,7 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
             assert [r["id"] for r in page.rows] == expected, search
             assert (await store.jobs_matching_count(search, 1000))[0] == len(expected), search
             # A window holding a whole page of matches is left at the page's last match: the same rows,
-            # as many rows read as it took (dashboard_jobs_search_first.sql).
+            # as many rows read as it took (dashboard_jobs_search.sql reads no further).
             first = await store.jobs_search(search, after=None, scan=1000, limit=3)
             assert [r["id"] for r in first.rows] == expected[:3], search
             assert first.rows == page.rows[:3], search

@@ -228,15 +228,17 @@ class DashboardStatements(Pooled):
         """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``.
 
         The window is read in order and left at the ``limit``-th match (a page of a common match
-        reads a page's worth of rows); only when it holds fewer is it read whole, to say how far."""
+        reads a page's worth of rows); only a window holding fewer is read to its end, to say how far."""
         params = {**search.params(), "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
         with storage_errors("searching jobs"):
-            rows = await self._dicts("dashboard_jobs_search_first", params)
-            if len(rows) >= limit:
-                return ScannedPage([{k: v for k, v in row.items() if k != "n"} for row in rows],
-                                   int(rows[-1]["n"]), None)
             rows = await self._dicts("dashboard_jobs_search", params)
-        return _scanned_page(rows, ("last_id",))
+        extra = ("n", "scanned", "last_id")
+        matches = [{k: v for k, v in row.items() if k not in extra} for row in rows if row["id"] is not None]
+        extent = [row for row in rows if row["id"] is None]
+        if not extent:  # a full page: the window was read up to its last match
+            return ScannedPage(matches, int(rows[-1]["n"]), None)
+        last = extent[0]["last_id"]
+        return ScannedPage(matches, int(extent[0]["scanned"]), None if last is None else (last,))
 
     async def jobs_matching_count(self, search: JobSearch, cap: int) -> tuple[int, int]:
         """How many live jobs match ``search`` (up to ``cap + 1``) and how many of those are reserved."""
