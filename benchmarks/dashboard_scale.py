@@ -41,6 +41,7 @@ PAGES = (
     ("a job (reserved, under its lease)", "/jobs/{job}"),
     ("workers (5 registered)", "/workers"),
     ("failed, newest", "/failed"),
+    ("failed, reason=failed_by_handler (1 in 3)", "/failed?reason=failed_by_handler"),
     ("a failure", "/failed/{failure}"),
     ("schedules (2 periodic jobs)", "/schedules"),
 )

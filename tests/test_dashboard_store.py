@@ -97,6 +97,13 @@ async def test_failed_pages_visit_every_match_once_in_order(dsn: str, store: Sto
             else:
                 break
         assert seen == expected, (scan, limit)
+    # A window holding a whole page of matches is read no further than the page's last match.
+    page = await store.failed_page(queue="q1", name="a", reason=None, since=None, until=None, after=None,
+                                   scan=1000, limit=3)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        window = [r["id"] for r in rows(conn, "select id from pgqueue.failed_jobs where queue = 'q1' "
+                                              "order by failed_at desc, id desc")]
+    assert [r["id"] for r in page.rows] == expected[:3] and page.scanned == window.index(expected[2]) + 1
 
 
 async def test_failed_page_filters_by_reason_and_time(dsn: str, store: Store) -> None:
