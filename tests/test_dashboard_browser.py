@@ -647,3 +647,107 @@ def test_a_job_page_refreshes_in_place_as_its_job_moves_on(dsn: str, page: Any) 
         expect(page.locator("#live h1")).to_have_text("No such job")
         assert "a job that finished is deleted" in page.locator("#live").inner_text()
         assert page.evaluate("window.__notReloaded") is True
+
+
+def test_the_schedules_page_refreshes_in_place(dsn: str, page: Any, tmp_path: Path) -> None:
+    # Issue 29, live everywhere: a tick a worker enqueues shows as the schedule's last one, no reload.
+    with command_served(dsn, "--app", "tests.cli_schedule_jobs", cwd=tmp_path) as base:
+        page.goto(base + "/schedules")
+        page.evaluate("window.__notReloaded = true")
+        last = page.locator("tr[data-schedule='cli:nightly_report'] [data-col=last]")
+        assert last.inner_text() == "none yet"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("insert into pgqueue.schedule_ticks (schedule, tick, job_id)"
+                         " values ('cli:nightly_report', '2026-11-30 02:00:00+00', gen_random_uuid())")
+        # Waits (polling the DOM, no sleep) for the refresh, every 2 s (the command's default).
+        expect(last).to_contain_text("2026-11-30 02:00:00 UTC")
+        assert "2026-11-30 03:00:00 Europe/Paris" in last.inner_text()
+        assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_failure_page_refreshes_in_place_until_the_failure_is_gone(dsn: str, page: Any) -> None:
+    # Issue 29, live everywhere: a failure's page follows its job (queued again, failed again) without
+    # a reload, keeping the scroll position and the folds opened, and says so when the record is gone.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        failure_id = failure(conn, "mail", name="app:send", message="SMTP said 451")
+        job_id = scalar(conn, "select job_id from pgqueue.failed_jobs where id = %s", (failure_id,))
+    page.set_viewport_size({"width": 1280, "height": 400})
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(f"{server.url}/failed/{failure_id}")
+        page.evaluate("window.__notReloaded = true")
+        facts = page.locator("[data-testid=failure-facts]")
+        assert "queued again" not in facts.inner_text()
+        first = page.locator("[data-testid=attempts] tr[data-attempt='1']")
+        first.locator("summary").click()
+        page.locator("details:has([data-testid=envelope]) > summary").click()
+        page.evaluate("window.scrollTo(0, 200)")
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            # The job queued again under its id: the failure record stays (retry_failed would delete it).
+            conn.execute("insert into pgqueue.jobs (id, queue, envelope, max_tries, attempts)"
+                         " select job_id, queue, envelope, 3, attempts from pgqueue.failed_jobs where id = %s",
+                         (failure_id,))
+        expect(facts).to_contain_text("queued again: ready")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            [held] = reserve(conn, ["mail"], 1)
+            assert fail(conn, job_id, held["token"], message="SMTP said 451 again")
+        expect(page.locator("[data-testid=attempts] tbody tr")).to_have_count(2)
+        expect(page.locator("[data-testid=attempts] tr[data-attempt='2']")).to_contain_text("SMTP said 451 again")
+        expect(first.locator("pre.traceback")).to_be_visible()
+        expect(page.locator("[data-testid=envelope]")).to_be_visible()
+        page.wait_for_function("() => window.scrollY === 200")
+
+        # Forgotten elsewhere: the page says the record is gone instead of going stale.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert scalar(conn, "select pgqueue.forget_failed(%s)", (failure_id,)) is True
+        expect(page.locator("#live h1")).to_have_text("No such failure")
+        assert "it may have been retried or forgotten" in page.locator("#live").inner_text()
+        assert page.evaluate("window.__notReloaded") is True
+
+
+def _show(page: Any, state: str) -> None:
+    """Make the page report ``state`` ("hidden", "visible") as a browser does when its tab is put behind
+    another one or in front again: document.visibilityState, then a visibilitychange event."""
+    page.evaluate("""state => {
+        Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
+        Object.defineProperty(document, 'hidden', {configurable: true, get: () => state === 'hidden'});
+        document.dispatchEvent(new Event('visibilitychange')); }""", state)
+
+
+def _count_requests(page: Any) -> None:
+    """Count the refreshes actually sent (``window.__sent``) and ended (``window.__ended``)."""
+    page.evaluate("""window.__sent = 0; window.__ended = 0;
+        document.addEventListener('htmx:beforeSend', () => window.__sent++);
+        document.addEventListener('htmx:afterRequest', () => window.__ended++);""")
+
+
+def test_nothing_refreshes_while_the_tab_is_hidden_and_everything_at_once_when_shown(dsn: str, page: Any) -> None:
+    # Issue 29: a dashboard left open in a background tab costs the database nothing.
+    seed(dsn)
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(server.url + "/")
+        _count_polls(page)
+        _count_requests(page)
+        ready = page.locator("tr[data-queue=emails] [data-col=ready]")
+        _polls_pass(page, 2)
+        assert page.evaluate("window.__sent") >= 1  # it refreshes while shown
+        _show(page, "hidden")
+        _polls_pass(page, 2)
+        page.wait_for_function("() => window.__sent === window.__ended")  # none still on its way
+        sent = page.evaluate("window.__sent")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("emails", name="app:send_email"))
+        _polls_pass(page, 4)
+        assert page.evaluate("window.__sent") == sent and ready.inner_text() == "3"
+        _show(page, "visible")
+        expect(ready).to_have_text("4")
+
+    # Shown again, every refreshing element asks at once instead of at its next period (an hour here).
+    with served(dsn, refresh_seconds=3600) as server:
+        page.goto(server.url + "/")
+        _show(page, "hidden")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("emails", name="app:send_email"))
+        assert ready.inner_text() == "4"
+        _show(page, "visible")
+        expect(ready).to_have_text("5")

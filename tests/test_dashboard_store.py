@@ -97,6 +97,13 @@ async def test_failed_pages_visit_every_match_once_in_order(dsn: str, store: Sto
             else:
                 break
         assert seen == expected, (scan, limit)
+    # A window holding a whole page of matches is read no further than the page's last match.
+    page = await store.failed_page(queue="q1", name="a", reason=None, since=None, until=None, after=None,
+                                   scan=1000, limit=3)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        window = [r["id"] for r in rows(conn, "select id from pgqueue.failed_jobs where queue = 'q1' "
+                                              "order by failed_at desc, id desc")]
+    assert [r["id"] for r in page.rows] == expected[:3] and page.scanned == window.index(expected[2]) + 1
 
 
 async def test_failed_page_filters_by_reason_and_time(dsn: str, store: Store) -> None:
@@ -205,6 +212,14 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
                                                     " order by j.id desc", p)]
             assert [r["id"] for r in page.rows] == expected, search
             assert (await store.jobs_matching_count(search, 1000))[0] == len(expected), search
+            # A window holding a whole page of matches is left at the page's last match: the same rows,
+            # as many rows read as it took (dashboard_jobs_search.sql reads no further).
+            first = await store.jobs_search(search, after=None, scan=1000, limit=3)
+            assert [r["id"] for r in first.rows] == expected[:3], search
+            assert first.rows == page.rows[:3], search
+            if len(expected) >= 3:
+                assert first.scanned == 1 + scalar(conn, "select count(*) from pgqueue.jobs where id > %s",
+                                                   (expected[2],)), search
     assert len(expected) > 0
 
 

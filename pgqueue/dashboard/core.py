@@ -35,6 +35,8 @@ from pgqueue.store import Store
 __all__ = ["Dashboard", "NavItem", "Options", "text_filters"]
 
 HERE = Path(__file__).resolve().parent
+#: The event dashboard.js sends every live region when the tab is shown again (it refreshes at once).
+SHOWN_EVENT = "pgqueue-shown"
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class Dashboard:
         html = self.templates.get_template(template).render(
             request=request, url=partial(url, request), nav=self.nav,
             options=self.options, read_only=self.options.read_only, csrf=csrf, csrf_field=CSRF_FIELD,
+            # A live region's hx-trigger: its period, and at once when the tab is shown again (dashboard.js).
+            refresh=f"every {self.options.refresh_seconds}s, {SHOWN_EVENT}",
             database=self.database(), flash_message=flash(request, "msg"), flash_error=flash(request, "err"),
             **context,
         )

@@ -38,11 +38,13 @@ class QueueCounts:
 
 @dataclass(frozen=True, slots=True)
 class ScannedPage:
-    """A page read by a bounded keyset scan (``dashboard_failed_page``, ``dashboard_jobs_page``).
+    """A page read by a bounded keyset scan (``dashboard_failed_page``, ``dashboard_jobs_page``,
+    ``dashboard_jobs_search``).
 
     ``rows`` are the matching rows (dicts, newest first); ``scanned`` how many rows after the
-    cursor were read to find them; ``last`` the keyset position of the last row read (None if
-    none was), from which the next page continues when the scan stopped before the page filled.
+    cursor were read to find them; ``last`` the keyset position of the last row read, from which
+    the next page continues when the scan stopped before the page filled (None if none was read,
+    or if the page is full: the next one continues from its last row).
     """
 
     rows: list[dict[str, Any]]
@@ -127,6 +129,20 @@ def _scanned_page(rows: list[dict[str, Any]], last_columns: tuple[str, ...]) -> 
     return ScannedPage(matches, int(first["scanned"]), last)
 
 
+def _windowed_page(rows: list[dict[str, Any]], last_columns: tuple[str, ...]) -> ScannedPage:
+    """Split the rows of a page query that reads its window no further than its last match
+    (``dashboard_jobs_search``, ``dashboard_failed_page``): the matches, each with ``n``, its place
+    in the window, and, when the page is not full, one more row (null id) with how many rows the
+    window held and its last position."""
+    extra = {"n", "scanned", *last_columns}
+    matches = [{k: v for k, v in row.items() if k not in extra} for row in rows if row["id"] is not None]
+    extent = [row for row in rows if row["id"] is None]
+    if not extent:  # a full page: the window was read up to its last match
+        return ScannedPage(matches, int(rows[-1]["n"]), None)
+    last = tuple(extent[0][c] for c in last_columns)
+    return ScannedPage(matches, int(extent[0]["scanned"]), None if last[0] is None else last)
+
+
 class DashboardStatements(Pooled):
     """What the dashboard's pages read."""
 
@@ -171,13 +187,14 @@ class DashboardStatements(Pooled):
     async def failed_page(self, *, queue: str | None, name: str | None, reason: str | None,
                           since: datetime | None, until: datetime | None,
                           after: tuple[datetime, uuid.UUID] | None, scan: int, limit: int) -> ScannedPage:
-        """Failures newest first matching the filters, reading at most ``scan`` after ``after``."""
+        """Failures newest first matching the filters, reading at most ``scan`` after ``after`` (and
+        no further than the page's last match)."""
         params = {"queue": queue, "name": name, "reason": reason, "since": since, "until": until,
                   "after_at": after[0] if after else None, "after_id": str(after[1]) if after else None,
                   "scan": scan, "limit": limit}
         with storage_errors("listing failed jobs"):
             rows = await self._dicts("dashboard_failed_page", params)
-        return _scanned_page(rows, ("last_at", "last_id"))
+        return _windowed_page(rows, ("last_at", "last_id"))
 
     async def job_failures(self, job_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
         """The failure records of one job id, newest first (a retried job keeps its id)."""
@@ -225,11 +242,14 @@ class DashboardStatements(Pooled):
         return pages
 
     async def jobs_search(self, search: JobSearch, *, after: uuid.UUID | None, scan: int, limit: int) -> ScannedPage:
-        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``."""
+        """Live jobs newest dispatch first matching ``search``, reading at most ``scan`` after ``after``.
+
+        The window is read in order and left at the ``limit``-th match (a page of a common match
+        reads a page's worth of rows); only a window holding fewer is read to its end, to say how far."""
         params = {**search.params(), "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
         with storage_errors("searching jobs"):
             rows = await self._dicts("dashboard_jobs_search", params)
-        return _scanned_page(rows, ("last_id",))
+        return _windowed_page(rows, ("last_id",))
 
     async def jobs_matching_count(self, search: JobSearch, cap: int) -> tuple[int, int]:
         """How many live jobs match ``search`` (up to ``cap + 1``) and how many of those are reserved."""

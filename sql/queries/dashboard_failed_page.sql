@@ -1,12 +1,16 @@
 -- One page of failures for the dashboard, newest first (failed_at desc, id desc), filtered by
 -- queue, job name, reason and time, read by keyset (after_at, after_id: the last row seen).
--- Bounded: at most %(scan)s failures after the cursor are read (by failed_jobs_failed_at_idx or,
--- with a queue, failed_jobs_queue_failed_at_idx); the job name and reason filters are applied to
--- those. Besides the matching rows (at most %(limit)s), every row carries how many failures were
--- read and the oldest of them, so a page that found few matches can continue from there.
--- With no match at all, a single row of nulls carries those two.
-with scanned as materialized (
-    select f.id, f.failed_at,
+-- Bounded: at most %(scan)s failures after the cursor are read (the window: by
+-- failed_jobs_failed_at_idx or, with a queue, failed_jobs_queue_failed_at_idx); the job name and
+-- reason filters are applied to those.
+--
+-- Read no further than needed (issue 29), as dashboard_jobs_search.sql: the window is left at the
+-- %(limit)s-th match (a CTE's query runs only as far as its readers read), each match carrying n,
+-- its place in the window. Only a page that is not full lets the gated last branch read the window
+-- to its end, for one more row: a null id, how many failures were read (scanned) and the oldest of
+-- them (last_at, last_id), from which the next page continues.
+with scanned as (
+    select f.id, f.failed_at, row_number() over (order by f.failed_at desc, f.id desc) as n,
            (%(name)s::text is null or f.envelope->>'name' = %(name)s::text)
            and (%(reason)s::text is null or f.reason = %(reason)s::text) as hit
     from pgqueue.failed_jobs f
@@ -19,16 +23,19 @@ with scanned as materialized (
     order by f.failed_at desc, f.id desc
     limit %(scan)s
 ), hits as (
-    select s.id from scanned s where s.hit order by s.failed_at desc, s.id desc limit %(limit)s
+    -- No ORDER BY: a CTE scan returns its rows in the order its query made them (newest first), and
+    -- a sort here would read the whole window before returning the first match.
+    select s.id, s.n from scanned s where s.hit limit %(limit)s
 )
-select c.scanned, l.last_at, l.last_id,
-       f.id, f.job_id, f.queue, f.envelope->>'name' as name, f.attempts, f.exception,
-       left(f.message, 300) as message, length(f.message) > 300 as message_cut, f.reason, f.failed_at, f.envelope->'args' as args
-from (select count(*) as scanned from scanned) c
-left join lateral (
-    select s.failed_at as last_at, s.id as last_id from scanned s order by s.failed_at, s.id limit 1
-) l on true
-left join lateral (
-    select f.* from hits h join pgqueue.failed_jobs f on f.id = h.id
-) f on true
-order by f.failed_at desc nulls last, f.id desc
+select h.n, f.id, f.job_id, f.queue, f.envelope->>'name' as name, f.attempts, f.exception,
+       left(f.message, 300) as message, length(f.message) > 300 as message_cut, f.reason, f.failed_at,
+       f.envelope->'args' as args,
+       null::bigint as scanned, null::timestamptz as last_at, null::uuid as last_id
+from hits h join pgqueue.failed_jobs f on f.id = h.id
+union all
+select null, null, null, null, null, null, null, null, null, null, null, null,
+       count(*), (array_agg(s.failed_at order by s.n desc))[1], (array_agg(s.id order by s.n desc))[1]
+from scanned s
+where (select count(*) from hits) < %(limit)s       -- the gate: not read at all otherwise
+having (select count(*) from hits) < %(limit)s      -- and no row then (an aggregate makes one of nothing)
+order by failed_at desc nulls last, id desc

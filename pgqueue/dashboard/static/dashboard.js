@@ -40,9 +40,10 @@
   // operator is busy in it: focused in a field, a field changed and not sent yet, or text selected
   // (to copy). And it keeps what a swap of its HTML would lose: the folds opened (<details>), the
   // focus, the scroll position. Elements are found again by their row's key (data-queue, data-job,
-  // data-attempt, data-worker, data-key) and their place in that row, which a refresh keeps.
-  var ROWS = "[data-queue], [data-job], [data-attempt], [data-worker], [data-key]";
-  var KEYS = ["data-queue", "data-job", "data-attempt", "data-worker", "data-key"];
+  // data-failure, data-attempt, data-worker, data-schedule, data-key) and their place in that row,
+  // which a refresh keeps.
+  var KEYS = ["data-queue", "data-job", "data-failure", "data-attempt", "data-worker", "data-schedule", "data-key"];
+  var ROWS = KEYS.map(function (name) { return "[" + name + "]"; }).join(", ");
   var CONTROLS = "a[href], button, input, select, textarea, summary";
   function edited(field) {
     if (field.type === "checkbox" || field.type === "radio" || field.type === "hidden") { return false; }
@@ -85,9 +86,18 @@
     var region = event.detail.elt;
     return region && region.hasAttribute && region.hasAttribute("data-live") && region.id ? region : null;
   }
+  // Every htmx request of these pages is a refresh. None is sent while the tab is hidden (another
+  // tab in front, the window minimised): a dashboard left open costs the database nothing then. When
+  // the tab is shown again, every refreshing element is asked at once (its hx-trigger lists
+  // "pgqueue-shown", core.SHOWN_EVENT) rather than showing figures that old until its next period.
   document.addEventListener("htmx:beforeRequest", function (event) {
+    if (document.visibilityState === "hidden") { event.preventDefault(); return; }
     var region = live(event);
     if (region && busy(region)) { event.preventDefault(); }
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState !== "visible" || !window.htmx) { return; }
+    document.querySelectorAll("[hx-trigger]").forEach(function (element) { window.htmx.trigger(element, "pgqueue-shown"); });
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var region = live(event);
