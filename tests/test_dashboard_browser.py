@@ -95,6 +95,9 @@ def count(dsn: str, statement: str, *params: Any) -> Any:
 def expect(locator: Any) -> Any:
     from playwright.sync_api import expect as playwright_expect
 
+    # The pages' own default wait (set_default_timeout above), not Playwright's 5 s: on a loaded
+    # 2-core CI machine a refresh every 0.3 s can take longer than that to come round.
+    playwright_expect.set_options(timeout=15_000)
     return playwright_expect(locator)
 
 
