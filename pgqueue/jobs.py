@@ -45,7 +45,7 @@ class Dispatcher(Protocol):
     async def dispatch(self, job: Job, *, conn: Any = None, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the protocol of Client.dispatch
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
-                   unique_for: float | None = None) -> UUID:
+                   unique_for: float | None = None, after: Any = None, on_parent_failure: str = "cancel") -> UUID:
         """Enqueue one job; returns its id (with a unique key: the id of the job holding it)."""
         ...
 
@@ -253,7 +253,8 @@ class Job:
     async def dispatch(self, conn: Any = None, *, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API, as Client.dispatch
                        priority: int | None = None, connection: str | None = None,
                        using: Dispatcher | None = None, unique_key: str | None = None,
-                       unique_scope: str = "queued", unique_for: float | None = None) -> UUID:
+                       unique_scope: str = "queued", unique_for: float | None = None,
+                       after: Any = None, on_parent_failure: str = "cancel") -> UUID:
         """Enqueue this job; returns its id.
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
@@ -261,8 +262,13 @@ class Job:
         pool is used (autocommit). ``using`` picks the :class:`~pgqueue.Client` (default:
         :func:`pgqueue.default_client`). ``unique_key`` (or the class's ``unique_by``): no new
         job while one holds the key in ``unique_scope``; the holder's id is returned
-        (see :meth:`pgqueue.Client.dispatch_unique`).
+        (see :meth:`pgqueue.Client.dispatch_unique`). ``after``: the jobs it waits for (see
+        :meth:`pgqueue.Client.dispatch`).
         """
+        if after is not None:
+            return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
+                                                 connection=connection, after=after,
+                                                 on_parent_failure=on_parent_failure)
         if unique_key is None:
             return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                                  connection=connection)
