@@ -135,3 +135,15 @@ async def test_after_in_the_callers_transaction_and_sync(client: Client, dsn: st
     assert (await client.job(sync_child).status()).state == "blocked"
     assert await scalar(dsn, "select parents from pgqueue.dependent_jobs where job_id = %s",
                         (sync_child,)) == [parent]
+
+
+async def test_the_inline_mode_runs_a_group_and_refuses_what_must_wait(dsn: str) -> None:
+    from tests.worker_support import settings_for  # noqa: PLC0415  # only this test builds its own client
+    inline_client = Client(settings=settings_for(dsn), inline=True)
+    group = await inline_client.group([Step(key="i1", value=1), Step(key="i2", value=2)])
+    assert len(group.members) == 2 and SEEN["i1"] == {} and SEEN["i2"] == {}
+    with pytest.raises(QueueConfigurationError, match="inline mode runs each job at dispatch"):
+        await inline_client.chain([Step(key="i3", value=1), Step(key="i4", value=1)])
+    with pytest.raises(QueueConfigurationError, match="inline mode runs each job at dispatch"):
+        await inline_client.batch([Step(key="i5", value=1)], then=Step(key="i6", value=1))
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
