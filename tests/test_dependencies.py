@@ -13,7 +13,7 @@ import pytest
 
 from pgqueue import Client, Job, JobContext, JobFailedError, QueueConfigurationError, QueueDispatchError
 from tests.api_support import run_worker
-from tests.worker_support import Runs, client, finish, runs, scalar
+from tests.worker_support import Runs, client, finish, runs, scalar, settings_for
 
 __all__ = ["client", "runs"]
 
@@ -138,7 +138,6 @@ async def test_after_in_the_callers_transaction_and_sync(client: Client, dsn: st
 
 
 async def test_the_inline_mode_runs_a_group_and_refuses_what_must_wait(dsn: str) -> None:
-    from tests.worker_support import settings_for  # noqa: PLC0415  # only this test builds its own client
     inline_client = Client(settings=settings_for(dsn), inline=True)
     group = await inline_client.group([Step(key="i1", value=1), Step(key="i2", value=2)])
     assert len(group.members) == 2 and SEEN["i1"] == {} and SEEN["i2"] == {}
