@@ -11,7 +11,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Client, Job, JobContext, JobFailedError, QueueConfigurationError, QueueDispatchError
+from pgqueue import (
+    Client,
+    Job,
+    JobContext,
+    JobFailedError,
+    QueueConfigurationError,
+    QueueDispatchError,
+    SyncJobContext,
+)
 from tests.api_support import run_worker
 from tests.worker_support import Runs, client, finish, runs, scalar, settings_for
 
@@ -31,6 +39,15 @@ class Step(Job):
         parents = await context.parent_results()
         SEEN[self.key] = parents
         return self.value + sum(int(v) for v in parents.values())
+
+
+class SyncSum(Job):
+    """A sync handler reading its parents' results (the blocking face)."""
+
+    name = "tests:deps_sync_sum"
+
+    def handle(self, context: SyncJobContext) -> int:  # type: ignore[override]  # a sync handler
+        return sum(int(v) for v in context.parent_results().values())
 
 
 class Broken(Job):
@@ -61,6 +78,8 @@ async def test_a_child_runs_after_its_parents_with_their_results(client: Client,
     assert await child.result(timeout=10) == 13
     assert SEEN["child"] == {a: 1, b: 2}
     assert list(SEEN["child"]) == [a, b]  # in the order given
+    in_sync = await client.dispatch(SyncSum(), after=[a, b, child])
+    assert await in_sync.result(timeout=10) == 16
 
 
 async def test_a_chain_passes_each_result_on_and_a_group_gathers(client: Client, runs: Runs) -> None:
