@@ -27,6 +27,7 @@ from benchmarks.compare import (
 )
 from benchmarks.floors import FloorSizes, run_floors
 from benchmarks.report import write_report
+from benchmarks.result_wakeup import ResultSizes, run_result_wakeup
 from benchmarks.scaling import ScalingSizes, run_scaling
 from benchmarks.scenarios import (
     ScenarioSizes,
@@ -41,7 +42,7 @@ from benchmarks.systems import SYSTEMS
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "processes", "held", "xmin", "scaling", "sustained",
-            "floors")
+            "floors", "results")
 log = logging.getLogger("benchmarks")
 
 
@@ -66,7 +67,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sustained = SustainedSizes(minutes=args.sustained_minutes)
     floors = FloorSizes()
     scenarios = ScenarioSizes(xmin_runs=args.xmin_runs)
+    result_sizes = ResultSizes(runs=args.runs)
     if args.quick:
+        result_sizes = ResultSizes.quick()
         scenarios = ScenarioSizes.quick()
         sizes = Sizes(single=300, bulk=5000, drain=2000, latency=40, delayed=40, delayed_span=4.0, runs=args.runs)
         scaling = ScalingSizes(ready=(1_000, 10_000, 100_000), delayed=100_000, delayed_ready=5_000,
@@ -127,6 +130,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await alternate(args.admin_dsn, name, cases, runs, measure, results)
             results[name] = _plain(results[name])
             write_report(_plain(results), args.output, args.report)
+    if "results" in only:
+        # issue 26 §3: handle.result() wake-up beside the worker's (pgqueue alone, in this process).
+        results.pop("results", None)
+        await run_result_wakeup(args.admin_dsn, result_sizes, results)
+        write_report(_plain(results), args.output, args.report)
     if "scaling" in only:
         await run_scaling(args.admin_dsn, scaling, results)
         write_report(_plain(results), args.output, args.report)

@@ -53,7 +53,7 @@ from pgqueue.handles import Attempt, JobHandle, JobStatus
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import JobStatsRow, RegisteredWorker, Throughput, UniqueDispatch
+from pgqueue.store import DebouncedDispatch, JobStatsRow, PartitionStatus, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 
 __version__ = "0.1.0"
@@ -65,6 +65,7 @@ __all__ = [
     "BatchState",
     "Client",
     "ConnectionConfig",
+    "DebouncedDispatch",
     "Envelope",
     "FailedJob",
     "FailedJobRepository",
@@ -78,6 +79,7 @@ __all__ = [
     "JobResultTimeout",
     "JobStatsRow",
     "JobStatus",
+    "PartitionStatus",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",

@@ -18,7 +18,8 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
 from pgqueue.composition import Composition, check_policy, parent_ids
 from pgqueue.config import ConnectionConfig, Settings, load_settings
-from pgqueue.dispatch_checks import check_delay, check_unique
+from pgqueue.debounce import DebouncedDispatching, debounce_arguments
+from pgqueue.dispatch_checks import check_delay, check_unique, with_result_ttl
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -27,7 +28,7 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.handles import JobHandle, ResultWaiter
-from pgqueue.jobs import Job, check_result_ttl, set_default_dispatcher
+from pgqueue.jobs import Job, set_default_dispatcher
 from pgqueue.limits import shown
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
@@ -49,7 +50,7 @@ __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_defaul
 logger = logging.getLogger("pgqueue")
 
 
-class Client(ClientOperations, Composition):
+class Client(ClientOperations, Composition, DebouncedDispatching):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -154,12 +155,12 @@ class Client(ClientOperations, Composition):
 
     # ----------------------------------------------------------------- dispatch
     def envelope(self, job: Job, *, queue: str | None = None, priority: int | None = None,
-                 connection: str | None = None) -> tuple[Envelope, ConnectionConfig]:
+                 connection: str | None = None, partition: str | None = None) -> tuple[Envelope, ConnectionConfig]:
         """Fix a job's envelope for a connection (validating it); nothing is stored."""
         if not isinstance(job, Job):
             raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
         config = self.settings.connection(connection or type(job).connection)
-        envelope = Envelope.build(job, config, queue=queue, priority=priority)
+        envelope = Envelope.build(job, config, queue=queue, priority=priority, partition=partition)
         carrier = producer_carrier(envelope.queue, job_id=envelope.id)  # None unless traced (pgqueue.tracing)
         if carrier is not None:
             envelope = dataclasses.replace(envelope, trace=carrier)
@@ -169,6 +170,8 @@ class Client(ClientOperations, Composition):
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, result_ttl: float | None = None,
+                   debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
+                   partition: str | None = None,
                    after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
                    on_parent_failure: str = "cancel") -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
@@ -180,8 +183,18 @@ class Client(ClientOperations, Composition):
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
-        (0: none; default: its job type's, see :mod:`pgqueue.results`).
+        (0: none; default: its job type's, see :mod:`pgqueue.results`). With ``debounce=<seconds>``
+        and ``key=`` (and optionally ``max_wait=``) it is :meth:`dispatch_debounced` and returns the
+        id of the job of the key's open window. ``partition``: the job's partition (default: its job
+        type's ``partition_by``; see the README, "Partitions"; not with ``debounce``).
         """
+        if debounce is not None or key is not None or max_wait is not None:
+            if partition is not None:
+                raise QueueConfigurationError("debounce= takes its partition from the job type's partition_by, "
+                                              "not from partition=; the job was not dispatched")
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, unique_key)
+            return self.job((await self.dispatch_debounced(job, key, window, max_wait=max_wait, conn=conn, queue=queue,
+                             priority=priority, connection=connection, result_ttl=result_ttl)).id)
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
@@ -191,10 +204,10 @@ class Client(ClientOperations, Composition):
         if unique_key is not None:
             return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
-                                                        connection=connection)).id)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        if result_ttl is not None:
-            envelope = dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
+                                                        connection=connection, partition=partition)).id)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
+        envelope = with_result_ttl(envelope, result_ttl)
         delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(await inline.dispatch(job, envelope, delay))
@@ -227,7 +240,7 @@ class Client(ClientOperations, Composition):
     async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,  # noqa: PLR0913  # the public API, as dispatch
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
                           priority: int | None = None, connection: str | None = None,
-                          raise_on_duplicate: bool = False) -> UniqueDispatch:
+                          raise_on_duplicate: bool = False, partition: str | None = None) -> UniqueDispatch:
         """Enqueue one job unless a job already holds ``key``; PostgreSQL decides, race-free.
 
         ``scope``: ``"queued"`` (default: while a job of the key waits, ready or delayed),
@@ -239,7 +252,8 @@ class Client(ClientOperations, Composition):
         this call waits for it to end.
         """
         period_seconds = check_unique(key, scope, period)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
         delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return await inline.dispatch_unique(job, envelope, delay)
@@ -255,11 +269,16 @@ class Client(ClientOperations, Composition):
                 f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
         return result
 
-    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,
-                  priority: int | None = None, connection: str | None = None,
+    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
+                  priority: int | None = None, connection: str | None = None, debounce: float | None = None,
+                  key: str | None = None, max_wait: float | None = None,
                   after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
                   on_parent_failure: str = "cancel") -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        if debounce is not None or key is not None or max_wait is not None:
+            key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
+            return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
+                                                         priority=priority, connection=connection).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
         delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
@@ -276,7 +295,7 @@ class Client(ClientOperations, Composition):
     async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,  # noqa: PLR0913  # the public API, as dispatch
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
-                        unique_for: float | None = None,
+                        unique_for: float | None = None, partition: str | None = None,
                         after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
                         on_parent_failure: str = "cancel") -> list[JobHandle]:
         """Enqueue many jobs in one round trip; returns their ids in order (as :class:`~pgqueue.JobHandle` s).
@@ -287,11 +306,13 @@ class Client(ClientOperations, Composition):
 
         ``unique_keys`` (one per job, None for a job without a key) makes it
         :meth:`dispatch_unique_many`: the ids returned are those of the jobs holding each key.
+        ``partition``: every job's partition (default: each job type's ``partition_by``).
         ``after``: every job waits for these parents, as in :meth:`dispatch`.
         """
         if after is not None and not self.inline:
             return await self._dispatch_many_after(jobs, after, on_parent_failure, unique_keys is not None, conn=conn,
-                                                   delay=delay, queue=queue, connection=connection)
+                                                   delay=delay, queue=queue, connection=connection,
+                                                   partition=partition)
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
         if self.inline:
@@ -307,9 +328,10 @@ class Client(ClientOperations, Composition):
             unique_keys = [j.derived_unique_key() for j in jobs]
         if unique_keys is not None:
             dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
-                                                     conn=conn, delay=delay, queue=queue, connection=connection)
+                                                     conn=conn, delay=delay, queue=queue, connection=connection,
+                                                     partition=partition)
             return [self.job(d.id) for d in dispatched]
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
             return []
         delays = self._delays(delay, encoded.names)
@@ -320,10 +342,10 @@ class Client(ClientOperations, Composition):
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return [self.job(job_id) for job_id in encoded.ids]
 
-    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",  # noqa: PLR0913  # the public API, as dispatch_many
                                period: float | None = None, conn: Any = None,
                                delay: float | Iterable[float] = 0.0, queue: str | None = None,
-                               connection: str | None = None) -> list[UniqueDispatch]:
+                               connection: str | None = None, partition: str | None = None) -> list[UniqueDispatch]:
         """:meth:`dispatch_unique` for many jobs, in one transaction (the caller's with ``conn``).
 
         ``keys`` has one key per job (None: that job has no key). A key repeated inside the
@@ -339,7 +361,7 @@ class Client(ClientOperations, Composition):
                                      f"got {keys!r}"[:300])
         if not jobs:
             return []
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
         period_seconds = None
         for position, key in enumerate(keys, 1):
@@ -358,7 +380,7 @@ class Client(ClientOperations, Composition):
         return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
 
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
-                    connection: str | None = None) -> EncodedJobs:
+                    connection: str | None = None, partition: str | None = None) -> EncodedJobs:
         """Fix, validate and encode the envelopes of :meth:`dispatch_many` (nothing is stored)."""
         settings = self.settings
         resolved: dict[str | None, ConnectionConfig] = {}
@@ -386,7 +408,7 @@ class Client(ClientOperations, Composition):
                 with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
                     destination = settings.connection(connection or first.connection).queue
             carrier = producer_carrier(destination or "?", count=len(jobs))
-        return encode_many(jobs, connection_of, queue=queue, trace=carrier)
+        return encode_many(jobs, connection_of, queue=queue, trace=carrier, partition=partition)
 
     @staticmethod
     def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:

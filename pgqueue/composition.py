@@ -90,7 +90,7 @@ class Composition:
     if TYPE_CHECKING:
         async def _store(self, connection: ConnectionConfig | None = None) -> Store: ...
         def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
-                        connection: str | None = None) -> EncodedJobs: ...
+                        connection: str | None = None, partition: str | None = None) -> EncodedJobs: ...
         def job(self, job_id: uuid.UUID | str) -> JobHandle: ...
         async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, queue: str | None = None,
                                 connection: str | None = None) -> list[JobHandle]: ...
@@ -111,16 +111,16 @@ class Composition:
                 raise QueueDispatchError(str(exc)) from exc
             raise
 
-    async def _dispatch_many_after(self, jobs: Iterable[Job], after: object, on_parent_failure: str,
+    async def _dispatch_many_after(self, jobs: Iterable[Job], after: object, on_parent_failure: str,  # noqa: PLR0913  # dispatch_many's settings, passed on
                                    unique: bool, *, conn: Any, delay: float | Iterable[float], queue: str | None,
-                                   connection: str | None) -> list[JobHandle]:
+                                   connection: str | None, partition: str | None = None) -> list[JobHandle]:
         """``dispatch_many(jobs, after=...)``: every job waits for the parents, in one transaction."""
         what = "dispatch_many"
         parents = parent_ids(after, what)
         policy = check_policy(on_parent_failure, what)
         if unique:
             raise QueueDispatchError(f"{what}: after= cannot be combined with unique keys; nothing was dispatched")
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
             return []
         delays = self._delays(delay, encoded.names)

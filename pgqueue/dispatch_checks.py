@@ -3,12 +3,15 @@ scope and period (what ``pgqueue.enqueue`` and ``pgqueue.enqueue_unique`` would 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from pgqueue.envelope import Envelope
 from pgqueue.errors import QueueConfigurationError
+from pgqueue.jobs import check_result_ttl
 from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, unique_key_problem
 
-__all__ = ["check_delay", "check_unique"]
+__all__ = ["check_delay", "check_unique", "with_result_ttl"]
 
 
 def check_delay(delay: object, job_name: str) -> float:
@@ -43,3 +46,10 @@ def check_unique(key: object, scope: object, period: object) -> float | None:
             f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
             "the job was not dispatched")
     return float(period)
+
+
+def with_result_ttl(envelope: Envelope, result_ttl: float | None) -> Envelope:
+    """The envelope with a dispatch's own ``result_ttl`` (checked), or as it is without one."""
+    if result_ttl is None:
+        return envelope
+    return dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))

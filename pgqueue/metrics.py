@@ -75,7 +75,8 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
     latencies: dict[tuple[str, str], dict[str, Any]] = {}
     batch: dict[str, Any] | None = None
     total: Snapshot = {"leases_lost": 0, "transient_errors": 0, "acks_pending": 0, "depth": {},
-                       "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}, "workers": []}
+                       "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}, "workers": [],
+                       "in_flight": {}}
     for snap in snapshots:
         for *key, value in snap["counters"]:
             counters[tuple(key)] = counters.get(tuple(key), 0) + value
@@ -88,6 +89,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
         for label, count in snap.get("folded", {}).items():
             total["folded"][label] = total["folded"].get(label, 0) + count
         total["workers"].extend(snap.get("workers", []))
+        _add_in_flight(total["in_flight"], snap.get("in_flight", {}))
         sampled = snap.get("depth_sampled_at")
         if sampled is not None and (total["depth_sampled_at"] is None or sampled > total["depth_sampled_at"]):
             total["depth"], total["depth_sampled_at"] = snap["depth"], sampled
@@ -96,6 +98,14 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
     total["latencies"] = [[q, n, h] for (q, n), h in latencies.items()]
     total["batch_sizes"] = batch or {"bounds": [], "counts": [0], "sum": 0.0, "count": 0}
     return total
+
+
+def _add_in_flight(into: dict[str, list[int]], counts: dict[str, list[int]], cap: LabelCap | None = None) -> None:
+    """Add one snapshot's ``{queue: [running, buffered]}`` to ``into`` (its queues through ``cap``)."""
+    for queue, (running, buffered) in counts.items():
+        found = into.setdefault(queue if cap is None else cap(queue), [0, 0])
+        found[0] += running
+        found[1] += buffered
 
 
 def _buckets(data: dict[str, Any]) -> list[tuple[str, float]]:
@@ -135,6 +145,9 @@ class PgqueueCollector(Collector):
                 labels = (queues(queue), names(name))
                 histograms[labels] = _merge_histogram(histograms.get(labels), data)
             snap[field] = [[q, n, h] for (q, n), h in histograms.items()]
+        in_flight: dict[str, list[int]] = {}
+        _add_in_flight(in_flight, snap["in_flight"], queues)
+        snap["in_flight"] = in_flight
         return snap
 
     def collect(self) -> Iterator[Metric]:
@@ -167,7 +180,8 @@ class PgqueueCollector(Collector):
         yield folded
         for key, name, doc in (("durations", "pgqueue_handler_duration_seconds", "How long handlers ran."),
                                ("latencies", "pgqueue_queue_latency_seconds",
-                                "First attempts: from dispatch (the job id's time) to the handler's start.")):
+                                "From the time a job became due (its dispatch, the end of its delay or "
+                                "backoff) to its handler's start, as pgqueue.job_stats counts it.")):
             histogram = HistogramMetricFamily(name, doc, labels=["queue", "job_name"])
             for queue, job_name, data in snap[key]:
                 histogram.add_metric([queue, job_name], _buckets(data), sum_value=data["sum"])
@@ -185,6 +199,7 @@ class PgqueueCollector(Collector):
             age.add_metric([queue], values["oldest_ready_age"])
         yield depth
         yield age
+        yield from _queue_gauges(snap)
         info = GaugeMetricFamily("pgqueue_worker_info", "The workers exported here (one series each, value 1), as "
                                  "they registered in pgqueue.workers.", labels=list(WORKER_LABELS))
         for worker in snap.get("workers", []):
@@ -194,6 +209,23 @@ class PgqueueCollector(Collector):
             yield GaugeMetricFamily("pgqueue_queue_depth_sampled_timestamp_seconds",
                                     "When the queue depth above was sampled (Unix time).",
                                     value=snap["depth_sampled_at"])
+
+
+def _queue_gauges(snap: Snapshot) -> Iterator[Metric]:
+    """The paused gauge (from the depth sample) and the workers' jobs in flight, per queue."""
+    paused = GaugeMetricFamily("pgqueue_queue_paused", "1 while the queue is paused (pgqueue.queues), 0 otherwise, "
+                               "sampled with the depth (other: how many of the queues past the cap are paused).",
+                               labels=["queue"])
+    for queue, values in sorted(snap["depth"].items()):
+        paused.add_metric([queue], values.get("paused", 0.0))
+    yield paused
+    in_flight = GaugeMetricFamily("pgqueue_jobs_in_flight", "Jobs the workers exported here hold now, per queue: "
+                                  "running (a handler runs it) or buffered (reserved, waiting in the prefetch "
+                                  "buffer for a slot).", labels=["queue", "state"])
+    for queue, (running, buffered) in sorted(snap["in_flight"].items()):
+        in_flight.add_metric([queue, "running"], running)
+        in_flight.add_metric([queue, "buffered"], buffered)
+    yield in_flight
 
 
 def snapshot_of(recorder: Recorder) -> Snapshot:

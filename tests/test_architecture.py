@@ -295,12 +295,13 @@ STORE_MODULE_LINES = 400
 STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
                "ScheduleRow", "QueueStats", "QueueControl", "CancelOutcome", "TableStatistics", "JobStatsRow",
                "Throughput", "ThroughputBucket", "QueueCounts", "ScannedPage", "Listener", "record_failure_on",
-               "queue_stats_on", "try_vacuum_lock", "vacuum_jobs", "vacuum_unlock", "begin_transaction",
-               "begin_transaction_sync", "ack_in_transaction", "ack_in_transaction_sync", "listen",
+               "queue_stats_on", "queue_paused_on", "try_vacuum_lock", "vacuum_jobs", "vacuum_unlock",
+               "begin_transaction", "begin_transaction_sync", "ack_in_transaction", "ack_in_transaction_sync", "listen",
                "listen_cancel", "alembic_own_versions", "alembic_own_versions_drop", "alembic_user_versions",
                "alembic_user_versions_delete", "alembic_user_versions_insert", "pgqueue_schema_exists",
                "DispatchedJob", "dispatched_jobs_on_sync", "FailureSearch", "JobSearch", "RegisteredWorker",
-               "WorkerIdentity", "Wait", "BatchLink", "Link", "BatchState"}
+               "WorkerIdentity", "DebouncedDispatch", "PartitionStatus", "Wait", "BatchLink", "Link",
+               "BatchState"}
 
 
 def test_the_store_is_a_package_of_small_domain_modules() -> None:
@@ -394,7 +395,7 @@ def test_the_split_modules_keep_their_import_paths() -> None:
 
 def test_the_modules_split_out_are_described_in_the_readme() -> None:
     layout = (ROOT / "README.md").read_text(encoding="utf-8").split("## Code layout", 1)[1].split("\n## ", 1)[0]
-    split = ["client_operations.py", "job_context.py", "failures.py", "args_errors.py", "decisions.py"]
+    split = ["client_operations.py", "job_context.py", "failures.py", "args_errors.py", "decisions.py", "debounce.py"]
     assert all((LIBRARY / name).exists() or (LIBRARY / "worker" / name).exists() for name in split)
     missing = [name for name in split if f"`{name}`" not in layout]
     assert not missing, f"README's Code layout does not say what these modules hold: {missing}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from benchmarks import peers, report_peers
+from benchmarks import peers, report_peers, result_wakeup
 from benchmarks.server_cost import ServerProbe, cpu_seconds
 from benchmarks.systems import producer
 
@@ -97,3 +97,19 @@ def test_each_target_is_set_against_the_best_peer_of_the_run() -> None:
     assert "| 30.0 | 70.0 (awa c10) | 2.33x | yes |" in lines
     # Against the base revision, named by its revision: 7,000 / 5,000 = 1.4x is just met.
     assert "| 7,000 | 5,000 (pgqueue@abc1234) | 1.40x | yes |" in lines
+
+
+async def test_the_result_wakeup_section_runs_at_a_tiny_size(pg_admin_dsn: str) -> None:
+    # The suite's `results` section end to end (a fresh database, the migration, a worker, the
+    # waiter), 3 jobs after 1 not counted: every job's value came back and each figure has its run.
+    results: dict[str, object] = {}
+    sizes = result_wakeup.ResultSizes(jobs=3, warmup=1, gap=0.0, runs=1)
+    await result_wakeup.run_result_wakeup(pg_admin_dsn, sizes, results)
+    section = results["results"]
+    assert isinstance(section, dict) and section["jobs"] == 3
+    for figure in ("wakeup", "result", "end_to_end"):
+        for q in ("p50", "p99"):
+            assert len(section[f"{figure}_{q}_ms"]["values"]) == 1
+    lines = result_wakeup.report(results)
+    assert lines[0] == "## pgqueue `handle.result()` wake-up (ms)"
+    assert sum(line.startswith("| ") for line in lines) == 4  # the header and the three figures

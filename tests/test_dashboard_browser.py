@@ -34,7 +34,7 @@ from tests.dashboard_support import (
     served,
 )
 from tests.helpers import envelope
-from tests.sql_calls import enqueue, enqueue_many, fail, reserve, rows, scalar
+from tests.sql_calls import ack, enqueue, enqueue_many, fail, reserve, rows, scalar
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
 
@@ -539,3 +539,111 @@ def test_a_failure_lists_every_attempt_with_its_traceback_folded(dsn: str, page:
         page.goto(f"{server.url}/jobs/{job_id}")
         assert page.locator("[data-testid=attempts] tbody tr").count() == 2
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
+
+
+def _count_polls(page: Any) -> None:
+    """Count the live regions' refresh occasions in ``window.__polls`` (htmx asks before each, also
+    the ones dashboard.js holds back): a test waits for N of them instead of sleeping."""
+    page.evaluate("window.__polls = 0; document.addEventListener('htmx:beforeRequest', () => window.__polls++)")
+
+
+def _polls_pass(page: Any, n: int = 3) -> None:
+    start = page.evaluate("window.__polls")
+    page.wait_for_function(f"() => window.__polls >= {start + n}")
+
+
+def test_the_queues_page_refreshes_in_place_and_waits_while_an_operator_is_busy_in_it(dsn: str, page: Any) -> None:
+    # Issue 29: the Queues page is live like the other lists, without losing the scroll, the focus, a
+    # value being typed or a text selection.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope(f"q{n:02}", name="app:work") for n in range(30)])
+    page.set_viewport_size({"width": 1280, "height": 400})
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(server.url + "/queues")
+        _count_polls(page)
+        page.evaluate("window.__notReloaded = true")
+        page.evaluate("window.scrollTo(0, 300)")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("q05", name="app:work"))
+            scalar(conn, "select pgqueue.pause('q07')")
+        expect(page.locator("tr[data-queue=q05] [data-col=ready]")).to_have_text("2")
+        # Another operator's pause shows, with the action that now applies.
+        expect(page.locator("tr[data-queue=q07] [data-col=state]")).to_have_text("paused")
+        expect(page.locator("tr[data-queue=q07] button:text('Resume')")).to_have_count(1)
+        page.wait_for_function("() => window.scrollY === 300")
+
+        # A limit being typed is neither wiped nor left behind by a refresh: the table waits.
+        field = page.locator("tr[data-queue=q10] input[name=concurrency]")
+        field.fill("5")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("q10", name="app:work"))
+        _polls_pass(page)
+        assert field.input_value() == "5" and page.evaluate("document.activeElement.name") == "concurrency"
+        assert page.locator("tr[data-queue=q10] [data-col=ready]").inner_text() == "1"
+        # Put back as it was and left: the refresh goes on, and shows what it held back.
+        field.fill("")
+        page.locator("h1").click()
+        expect(page.locator("tr[data-queue=q10] [data-col=ready]")).to_have_text("2")
+
+        # Text selected to copy is not pulled from under the mouse either.
+        page.evaluate("window.scrollTo(0, 300)")  # the clicks above scrolled to what they clicked
+        cell = page.locator("tr[data-queue=q12] [data-col=ready]")
+        cell.evaluate("c => { c.__same = true; window.getSelection().selectAllChildren(c); }")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            enqueue(conn, envelope("q12", name="app:work"))
+        _polls_pass(page)
+        assert cell.evaluate("c => c.__same === true") and cell.inner_text() == "1"
+        page.evaluate("window.getSelection().removeAllRanges()")
+        expect(cell).to_have_text("2")
+        assert page.evaluate("window.__notReloaded") is True and page.evaluate("window.scrollY") == 300
+
+        # The focus stays on the button it was on (keyboard users), across a refresh that changes it.
+        page.locator("tr[data-queue=q15] button:text('Pause')").focus()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            scalar(conn, "select pgqueue.pause('q15')")
+        expect(page.locator("tr[data-queue=q15] [data-col=state]")).to_have_text("paused")
+        page.wait_for_function("() => document.activeElement.textContent === 'Resume'")
+        assert page.evaluate("document.activeElement.closest('tr').dataset.queue") == "q15"
+
+
+def test_a_job_page_refreshes_in_place_as_its_job_moves_on(dsn: str, page: Any) -> None:
+    # Issue 29: the single job page follows its job (reserved, failed, retried, finished) without a
+    # reload, keeping the scroll position and the tracebacks opened.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job_id = enqueue(conn, envelope("mail", name="app:send", tries=1))
+    page.set_viewport_size({"width": 1280, "height": 400})
+    with served(dsn, refresh_seconds=0.3) as server:
+        page.goto(f"{server.url}/jobs/{job_id}")
+        page.evaluate("window.__notReloaded = true")
+        facts = page.locator("[data-testid=job-facts]")
+        expect(facts).to_contain_text("none (not reserved)")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            [held] = reserve(conn, ["mail"], 1)
+        expect(facts).to_contain_text("ends in")
+        assert f"token {held['token']}" in facts.inner_text()
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert fail(conn, job_id, held["token"], message="SMTP said 451",
+                        traceback='Traceback (most recent call last):\n  File "mail.py", line 3\nBoom')
+        expect(page.locator("[data-testid=job-ended]")).to_be_visible()
+        attempt = page.locator("[data-testid=attempts] tr[data-attempt='1']")
+        expect(attempt).to_contain_text("SMTP said 451")
+        attempt.locator("summary").click()
+        page.locator("details[data-key=envelope] summary").click()
+        page.evaluate("window.scrollTo(0, 200)")
+
+        # Retried (as from the failed list): live again, its attempt still listed, still unfolded.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            failure_id = scalar(conn, "select id from pgqueue.failed_jobs where job_id = %s", (job_id,))
+            scalar(conn, "select pgqueue.retry_failed(%s)", (failure_id,))
+        expect(facts).to_contain_text("none (not reserved)")
+        expect(attempt.locator("pre.traceback")).to_be_visible()
+        page.wait_for_function("() => window.scrollY === 200")
+
+        # Reserved and acked: the job is gone, and the page says so instead of going stale.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            [held] = reserve(conn, ["mail"], 1)
+            assert ack(conn, [job_id], [held["token"]]) == {job_id: True}
+        expect(page.locator("#live h1")).to_have_text("No such job")
+        assert "a job that finished is deleted" in page.locator("#live").inner_text()
+        assert page.evaluate("window.__notReloaded") is True

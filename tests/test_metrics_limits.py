@@ -101,6 +101,7 @@ def test_label_values_past_the_caps_are_counted_under_other() -> None:
     for queue in ("q1", "q2", "q3", "q4"):
         for name in names:
             recorder.started(queue, name, new_id(), 1)
+            recorder.waited(queue, name, 0.002)
             recorder.outcome(queue, name, "succeeded", None)
             recorder.ran(queue, name, 0.01)
     samples = samples_of(PgqueueCollector(lambda: [snapshot_of(recorder)]))
@@ -112,9 +113,9 @@ def test_label_values_past_the_caps_are_counted_under_other() -> None:
     assert total(samples, "pgqueue_jobs_succeeded_total", job_name="other") == 4
     assert total(samples, "pgqueue_handler_duration_seconds_count", queue="other", job_name="other") == 2
     assert total(samples, "pgqueue_queue_latency_seconds_count") == 12
-    # Each observation of a folded value counts once per label (started, outcome, ran).
-    assert total(samples, "pgqueue_metric_labels_folded_total", label="queue") == 2 * 3 * 3
-    assert total(samples, "pgqueue_metric_labels_folded_total", label="job_name") == 4 * 3
+    # Each observation of a folded value counts once per label (started, waited, outcome, ran).
+    assert total(samples, "pgqueue_metric_labels_folded_total", label="queue") == 2 * 3 * 4
+    assert total(samples, "pgqueue_metric_labels_folded_total", label="job_name") == 4 * 4
     for bad in (0, -1, 2.5, True, "200"):
         with pytest.raises(QueueConfigurationError, match="max_queues must be an integer >= 1"):
             Recorder(max_queues=bad)  # type: ignore[arg-type]
@@ -141,8 +142,7 @@ async def test_producer_chosen_job_names_cannot_flood_the_metrics(client: Client
 
     hooks("noop", noop)
     await client.dispatch_many([Probe(hook="noop", n=n) for n in range(3)])
-    # 300 names nobody registered, straight into the table as any producer could (ids with a time,
-    # so their queue latency is observed too).
+    # 300 names nobody registered, straight into the table as any producer could.
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, [envelope(name=f"made.up:{n}", job_id=new_id()) for n in range(300)])
     recorder = Recorder()

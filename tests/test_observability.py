@@ -139,10 +139,10 @@ def _check_workload_counts(samples: Samples) -> None:
     assert total(samples, "pgqueue_jobs_failed_total") == 3
     assert total(samples, "pgqueue_jobs_cancelled_total") == 0
     assert total(samples, "pgqueue_leases_lost_total") == 0
-    # Every attempt ran a handler; first attempts have a queue latency.
+    # Every attempt ran a handler, each with a queue latency (from its due time: retries too).
     assert total(samples, "pgqueue_handler_duration_seconds_count", queue="obs") == 36
     assert total(samples, "pgqueue_handler_duration_seconds_bucket", job_name="obs:ok", le="+Inf") == 20
-    assert total(samples, "pgqueue_queue_latency_seconds_count", queue="obs") == 28
+    assert total(samples, "pgqueue_queue_latency_seconds_count", queue="obs") == 36
     assert total(samples, "pgqueue_reservation_batch_size_sum") == 36
     assert total(samples, "pgqueue_reservation_batch_size_count") >= 1
 
@@ -164,6 +164,11 @@ def test_metrics_of_a_running_worker_count_a_known_workload(dsn: str, workers: C
         assert total(depth, "pgqueue_queue_jobs", queue="obs", state=state) == 0
     assert total(depth, "pgqueue_queue_oldest_ready_age_seconds", queue="obs") == 0
     assert total(depth, "pgqueue_queue_depth_sampled_timestamp_seconds") > 0
+    # The per-queue gauges (issue 29): nothing held now, the queue is not paused.
+    assert ("pgqueue_jobs_in_flight", (("queue", "obs"), ("state", "running"))) in depth
+    assert total(depth, "pgqueue_jobs_in_flight", queue="obs") == 0
+    assert ("pgqueue_queue_paused", (("queue", "obs"),)) in depth
+    assert total(depth, "pgqueue_queue_paused", queue="obs") == 0
     assert w.stop() == 0, w.log()
 
 

@@ -9,5 +9,6 @@ def test_migrated_database_has_the_tables(conn: psycopg.Connection[tuple[object,
     ).fetchall()
     assert [r[0] for r in rows] == ["attempt_failures", "batch_members", "batches", "completed_jobs",
                                     "dependent_jobs", "failed_jobs", "job_dependencies", "job_results", "job_stats",
-                                    "jobs", "queue_stats", "queues", "schedule_ticks", "schedules", "unique_keys",
+                                    "jobs", "partitions", "queue_stats", "queues", "schedule_ticks", "schedules",
+                                    "unique_keys",
                                     "workers"]

@@ -380,11 +380,42 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
             _call_dependency_functions(call)  # the same revision
+        _call_debounce(conn, call)
+        _call_partition_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
 
 
+def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): partitioned jobs, per-partition limits, an override, the
+    partitioned path of reserve (allowances, buckets, turns) and the status."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.partition_status(text)') is not null"):
+        return
+    for partition in ("a", "b", "a"):
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": partition}),))
+    call("select pgqueue.enqueue_many(%s)", (Jsonb([envelope("parts") | {"partition": "b"}]),))
+    call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": 1}),), refused=True)
+    call("select pgqueue.set_partition_limits('parts', 1, 10, 1, 5, true)")
+    call("select pgqueue.set_partition_limit('parts', 'b', 2, 20, 1, null, 3)")
+    call("select * from pgqueue.reserve(array['parts'], 5, 60)")
+    call("select * from pgqueue.partition_status('parts')")
+    call("select pgqueue.prune_partitions(100)")
+
+
+def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): debounce: a window opened, joined, closed and a new one opened (the
+    closed holder drops its key), then reserved (its trigger drops the key)."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.enqueue_debounced(jsonb, text, double precision,"
+                        " double precision)') is not null"):
+        return
+    for _ in range(2):
+        call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, 60)", (Jsonb(envelope("deb")),))
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'deb'")
+    call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, null)", (Jsonb(envelope("deb")),))
+    call("select * from pgqueue.enqueue_debounced(%s, '', 5, null)", (Jsonb(envelope("deb")),), refused=True)
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'deb'")
+    call("select * from pgqueue.reserve(array['deb'], 2, 60)")
 def _call_dependency_functions(call: Callable[..., list[dict[str, object]]]) -> None:
     """Revision 0009 (issue 26 §2): a child released by its parent's ack, one cancelled by its
     parent's failure (the trigger), a batch counted and its callback released, and the reads."""

@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import json
 import logging
@@ -30,7 +31,7 @@ import pgqueue
 from pgqueue import limits
 from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
-from pgqueue_cli import observe, render, supervisor
+from pgqueue_cli import observe, partitions, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -117,6 +118,43 @@ def _unique_scope(value: str) -> str:
     if value not in ("queued", "active", "period"):
         raise typer.BadParameter(f"must be queued, active or period, got {limits.shown(value)}")
     return value
+
+
+def _debounce_key(value: str | None) -> str | None:
+    """Callback of ``--debounce-key``: the unique key's rule, named for the option."""
+    if value is not None:
+        problem = limits.unique_key_problem(value)
+        if problem is not None:
+            raise typer.BadParameter(problem.replace("unique key", "debounce key"))
+    return value
+
+
+def _debounce_seconds(value: float | None) -> float | None:
+    """Callback of ``--debounce`` and ``--debounce-max-wait``: seconds above 0 and at most 10 years."""
+    if value is not None and not 0 < value <= limits.MAX_DELAY_SECONDS:  # NaN too
+        raise typer.BadParameter(f"must be a finite number of seconds above 0 and at most "
+                                 f"{limits.MAX_DELAY_SECONDS:.0f} (10 years), got {value:g}")
+    return value
+
+
+def _dispatch_options(delay: float, unique_key: str | None, unique_scope: str, unique_period: float | None,
+                      debounce: float | None, debounce_key: str | None, debounce_max_wait: float | None) -> None:
+    """The option combinations ``queue:dispatch`` refuses (before any database is touched)."""
+    if not 0 <= delay <= limits.MAX_DELAY_SECONDS:  # NaN too
+        fail(f"--delay must be a finite number of seconds >= 0 and at most {limits.MAX_DELAY_SECONDS:.0f} "
+             f"(10 years), got {delay:g}", EXIT_CONFIG)
+    if unique_key is None and (unique_scope != "queued" or unique_period is not None):
+        fail("--unique-scope and --unique-period only apply with --unique-key", EXIT_CONFIG)
+    if unique_key is not None and (unique_scope == "period") != (unique_period is not None):
+        fail("--unique-scope period needs --unique-period SECONDS (and only it takes one)", EXIT_CONFIG)
+    if (debounce is None) != (debounce_key is None) or (debounce is None and debounce_max_wait is not None):
+        fail("--debounce SECONDS and --debounce-key KEY go together (--debounce-max-wait only with them)",
+             EXIT_CONFIG)
+    if debounce is not None and (delay or unique_key is not None):
+        fail("a debounced dispatch takes no --delay (the window is its delay) and no --unique-key", EXIT_CONFIG)
+    if debounce is not None and debounce_max_wait is not None and debounce_max_wait < debounce:
+        fail(f"--debounce-max-wait must be at least the window (--debounce {debounce:g}), got "
+             f"{debounce_max_wait:g}", EXIT_CONFIG)
 
 
 def _unique_period(value: float | None) -> float | None:
@@ -613,7 +651,7 @@ def queue_resume(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> Non
 
 @app.command("queue:limit", short_help="Set a queue's global concurrency and rate limits.")
 @reports_errors
-def queue_limit(
+def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     queue: QueueName,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", metavar="N", max=limits.MAX_SQL_INTEGER,
@@ -624,15 +662,40 @@ def queue_limit(
         "--burst", metavar="N", max=limits.MAX_SQL_INTEGER,
         help="The rate's bucket: at most N reservations at once after a quiet spell "
         "(default: the rate per period, e.g. 100 for 100/s).")] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Remove both limits.")] = False,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every limit (with --partition: its override).")
+                     ] = False,
+    per_partition_concurrency: Annotated[int | None, typer.Option(
+        "--per-partition-concurrency", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="At most N jobs of each partition reserved at once.")] = None,
+    per_partition_rate: Annotated[str | None, typer.Option(
+        "--per-partition-rate", metavar="RATE", help="At most this many reservations of each partition per period.")
+    ] = None,
+    per_partition_burst: Annotated[int | None, typer.Option(
+        "--per-partition-burst", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="Each partition's rate bucket (default: the rate per period).")] = None,
+    fair: Annotated[bool | None, typer.Option(
+        "--fair/--no-fair", help="Serve the queue's partitions in turn, by weight, even without limits.")] = None,
+    partition: Annotated[str | None, typer.Option(
+        "--partition", metavar="NAME", help="Set this partition's override instead: --concurrency, --rate, --burst "
+        "and --weight apply to it alone (what is not given: the queue's per-partition value).")] = None,
+    weight: Annotated[int | None, typer.Option(
+        "--weight", metavar="N", help="With --partition: its fair share weight, 1 to 1000 (default 1).")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Set the global limits of a queue, enforced by the database for every worker on every
-    host, changed live. A limit not given keeps its current value; --clear removes both.
-    Without options, shows the current limits."""
-    if clear and (concurrency is not None or rate is not None or burst is not None):
-        fail("--clear removes both limits: give it alone", EXIT_CONFIG)
+    host, changed live. A limit not given keeps its current value; --clear removes them all.
+    The --per-partition-* limits apply to each partition of the queue on its own (jobs dispatched
+    with a partition); --partition NAME sets one partition's override. Without options, shows the
+    current limits."""
+    options = partitions.PartitionOptions(partition, per_partition_concurrency, per_partition_rate,
+                                          per_partition_burst, fair, weight)
+    if clear and (concurrency is not None or rate is not None or burst is not None or options.queue_wide()
+                  or weight is not None):
+        fail("--clear removes the limits: give it alone (or with --partition)", EXIT_CONFIG)
+    if partition is not None:
+        _partition_limit(queue, options, concurrency, rate, burst, clear, dsn)
+        return
     try:
         rate_limit = None if rate is None else pgqueue.parse_rate(rate)
     except pgqueue.QueueConfigurationError as exc:
@@ -652,11 +715,38 @@ def queue_limit(
                     keep, count, period, bucket = None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
                                    rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
-                                   connection=name)
+                                   connection=name, fair=False if clear else None)
+                current = {c.queue: c for c in await q.controls(name)}.get(queue)
+            if options.queue_wide():
+                await partitions.set_queue_wide(q, queue, options, current, name)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             return current
 
-    typer.echo(render.limits(queue, asyncio.run(limit())))
+    control = asyncio.run(limit())
+    typer.echo(render.limits(queue, control) + render.partition_limits(control))
+
+
+def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,
+                     rate: str | None, burst: int | None, clear: bool, dsn: str | None) -> None:
+    """``queue:limit QUEUE --partition NAME ...``: set (or, with --clear, remove) one partition's override."""
+    if options.queue_wide():
+        fail("--partition sets one partition's override: give --concurrency, --rate, --burst or --weight, "
+             "not the --per-partition-* options or --fair", EXIT_CONFIG)
+    found = target(dsn)
+
+    async def limit() -> None:
+        async with found.client() as q:
+            assert options.partition is not None
+            await q.set_partition_limit(queue, options.partition, concurrency=concurrency, rate=rate, burst=burst,
+                                        weight=options.weight, connection=found.connection.name)
+
+    if not clear and concurrency is None and rate is None and burst is None and options.weight is None:
+        fail("--partition: give --concurrency, --rate, --burst or --weight (or --clear to remove its override)",
+             EXIT_CONFIG)
+    asyncio.run(limit())
+    what = "removed" if clear else ", ".join(f"{k} {v}" for k, v in (
+        ("concurrency", concurrency), ("rate", rate), ("burst", burst), ("weight", options.weight)) if v is not None)
+    typer.echo(f"partition {options.partition!r} of queue {queue!r}: override {what}")
 
 
 @app.command("queue:status", short_help="Job counts and throughput per queue.")
@@ -666,19 +756,43 @@ def queue_status(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table (with --watch: one line each).")
                        ] = False,
+    by_partition: Annotated[bool, typer.Option(
+        "--partitions", help="Per partition instead: running, waiting, delayed, its limits and weight.")] = False,
+    queue: Annotated[str | None, typer.Option("--queue", metavar="QUEUE", help="With --partitions: only this queue.")
+                     ] = None,
+    top: Annotated[int, typer.Option("--top", metavar="N", help="With --partitions: the N busiest of each queue.")
+                   ] = 50,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Per queue: ready, delayed, reserved, expired leases, failed, age of the oldest ready job, and the
-    jobs finished over the last 1, 5 and 15 minutes (from pgqueue.job_stats)."""
+    jobs finished over the last 1, 5 and 15 minutes (from pgqueue.job_stats). With --partitions: per
+    partition of each queue (pgqueue.partition_status)."""
     if not interval > 0:
         fail(f"--interval must be > 0 seconds, got {interval:g}", EXIT_CONFIG)
     found = target(dsn)
+    if by_partition:
+        _partition_status(found, queue, top, as_json)
+        return
     try:
         asyncio.run(_status(found, watch, interval, as_json))
     except KeyboardInterrupt:
         if not watch:
             raise
+
+
+def _partition_status(found: Target, queue: str | None, top: int, as_json: bool) -> None:
+    async def read() -> str:
+        async with found.client() as client:
+            name = found.connection.name
+            if not as_json:
+                return await partitions.status(client, name, queue, top)
+            names = [queue] if queue is not None else sorted({s.queue for s in await client.stats(name)})
+            return json.dumps({n: [dataclasses.asdict(p) for p in await client.partitions(n, limit=top,
+                                                                                         connection=name)]
+                               for n in names}, indent=2)
+
+    typer.echo(asyncio.run(read()))
 
 
 async def _status(found: Target, watch: bool, interval: float, as_json: bool) -> None:
@@ -777,6 +891,15 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
     unique_period: Annotated[float | None, typer.Option(
         "--unique-period", metavar="SECONDS", help="With --unique-scope period: how long the key is held.",
         callback=_unique_period)] = None,
+    debounce: Annotated[float | None, typer.Option(
+        "--debounce", metavar="SECONDS", callback=_debounce_seconds,
+        help="Debounce by --debounce-key: dispatches of the key coalesce into one job, run SECONDS after "
+             "the last of them, with the latest args.")] = None,
+    debounce_key: Annotated[str | None, typer.Option(
+        "--debounce-key", metavar="KEY", callback=_debounce_key, help="The debounce key (with --debounce).")] = None,
+    debounce_max_wait: Annotated[float | None, typer.Option(
+        "--debounce-max-wait", metavar="SECONDS", callback=_debounce_seconds,
+        help="With --debounce: run at the latest SECONDS after the window's first dispatch.")] = None,
     apps: Apps = None,
     dsn: Dsn = None,
     debug: Debug = False,
@@ -808,13 +931,7 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
         instance = job_type.from_args(values)
     except (pgqueue.QueuePayloadError, TypeError, ValueError) as exc:
         fail(f"--args do not fit job {job_name!r}: {exc}", EXIT_CONFIG)
-    if not 0 <= delay <= limits.MAX_DELAY_SECONDS:  # NaN too
-        fail(f"--delay must be a finite number of seconds >= 0 and at most {limits.MAX_DELAY_SECONDS:.0f} "
-             f"(10 years), got {delay:g}", EXIT_CONFIG)
-    if unique_key is None and (unique_scope != "queued" or unique_period is not None):
-        fail("--unique-scope and --unique-period only apply with --unique-key", EXIT_CONFIG)
-    if unique_key is not None and (unique_scope == "period") != (unique_period is not None):
-        fail("--unique-scope period needs --unique-period SECONDS (and only it takes one)", EXIT_CONFIG)
+    _dispatch_options(delay, unique_key, unique_scope, unique_period, debounce, debounce_key, debounce_max_wait)
     try:
         # The envelope as dispatch will store it, before any database is touched: a NUL or an
         # unpaired surrogate in the args, or an envelope over max_payload_bytes, is a bad --args.
@@ -829,6 +946,15 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
         async with found.client() as client:
             envelope, _ = client.envelope(instance, queue=queue, priority=priority,
                                           connection=found.connection.name)
+            if debounce is not None and debounce_key is not None:
+                debounced = await client.dispatch_debounced(instance, debounce_key, debounce,
+                                                            max_wait=debounce_max_wait, queue=queue,
+                                                            priority=priority, connection=found.connection.name)
+                typer.echo(f"dispatched {job_name} as job {debounced.id} to queue {envelope.queue!r}, debounced by "
+                           f"key {limits.shown(debounce_key)} ("
+                           f"{'joined an open window' if debounced.coalesced else 'a new window'}), due at "
+                           f"{debounced.available_at.isoformat()}")
+                return debounced.id, envelope.queue, False
             if unique_key is None:
                 job_id = await client.dispatch(instance, delay=delay, queue=queue, priority=priority,
                                                connection=found.connection.name)
@@ -839,6 +965,8 @@ def queue_dispatch(  # noqa: PLR0913  # a typer command: one parameter per optio
             return done.id, envelope.queue, done.duplicate
 
     job_id, queue_name, duplicate = asyncio.run(dispatch())
+    if debounce is not None:
+        return
     if duplicate:
         typer.echo(f"not dispatched: job {job_id} already holds unique key {unique_key!r}")
         return

@@ -23,11 +23,15 @@ depends_on: str | Sequence[str] | None = None
 UPGRADE = (
     # issue 26: results (the trigger function first: upgrade.sql creates its trigger)
     "functions/failure_recorded/0009.sql",
+    # issue 28: debounce (the trigger function first: upgrade.sql creates its trigger)
+    "functions/debounce_reserved/0009.sql",
     "revisions/0009/upgrade.sql",
     # issue 29: workers
     "functions/register_worker/0009.sql",
     "functions/refresh_worker/0009.sql",
     "functions/deregister_worker/0009.sql",
+    # issue 29: the metrics' queue latency from the due time (reserve returns it)
+    "functions/reserve/0009.sql",
     # issue 29: search and bulk actions
     "functions/jobs_matching/0009.sql",
     "functions/cancel_matching/0009.sql",
@@ -44,6 +48,23 @@ UPGRADE = (
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
+    # issue 28: debounce
+    "functions/enqueue_debounced/0009.sql",
+    # issue 28: partitions (the rule first: the functions after it call it)
+    "functions/partition_problem/0009.sql",
+    "functions/partition_limits_problem/0009.sql",
+    "functions/envelope_problem/0009.sql",
+    "functions/enqueue/0009.sql",
+    "functions/enqueue_many/0009.sql",
+    "functions/retry_failed/0009.sql",
+    "functions/retry_failed_all/0009.sql",
+    "functions/set_partition_limits/0009.sql",
+    "functions/set_partition_limit/0009.sql",
+    "functions/partition_status/0009.sql",
+    "functions/partition_allowance/0009.sql",
+    "functions/reserve_partitions/0009.sql",  # called by reserve 0009 (issue 29's, above)
+    "functions/next_due/0009.sql",
+    "functions/prune_partitions/0009.sql",
     # issue 26: dependencies and batches
     "functions/never/0009.sql",
     "functions/jobs_ended/0009.sql",
@@ -60,9 +81,18 @@ UPGRADE = (
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0009/downgrade.sql",
+    # issue 29: reserve without the due time
+    "functions/reserve/0007.sql",
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",
+    # issue 28: partitions
+    "functions/envelope_problem/0002.sql",
+    "functions/enqueue/0008.sql",
+    "functions/enqueue_many/0008.sql",
+    "functions/retry_failed/0002.sql",
+    "functions/retry_failed_all/0008.sql",
+    "functions/next_due/0004.sql",
     # issue 26: dependencies and batches
     "functions/ack/0005.sql",
     "functions/clear/0008.sql",

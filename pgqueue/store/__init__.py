@@ -11,7 +11,7 @@ let psycopg errors through, because the worker decides per SQLSTATE whether to r
 A :class:`Store` works on one connection pool (one database); it is made of one class per
 domain, each in its module:
 
-- :mod:`~pgqueue.store.dispatch`: storing envelopes (plain, many, unique), on the pool or on a
+- :mod:`~pgqueue.store.dispatch`: storing envelopes (plain, many, unique, debounced), on the pool or on a
   caller's session inside its transaction (:mod:`~pgqueue.store.sessions` unwraps it);
 - :mod:`~pgqueue.store.schedules`: registering schedules and enqueuing their ticks;
 - :mod:`~pgqueue.store.reservation`: reserve, ack, release, fail, snooze, extend, heartbeat
@@ -38,10 +38,18 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue.store.control import CancelOutcome, ControlStatements, QueueControl, QueueStats, queue_stats_on
+from pgqueue.store.control import (
+    CancelOutcome,
+    ControlStatements,
+    PartitionStatus,
+    QueueControl,
+    QueueStats,
+    queue_paused_on,
+    queue_stats_on,
+)
 from pgqueue.store.dashboard import DashboardStatements, FailureSearch, JobSearch, Listener, QueueCounts, ScannedPage
 from pgqueue.store.dependencies import BatchLink, BatchState, DependencyStatements, Link, Wait
-from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DispatchStatements, UniqueDispatch
+from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DebouncedDispatch, DispatchStatements, UniqueDispatch
 from pgqueue.store.failed import FailedStatements, record_failure_on
 from pgqueue.store.history import HistoryStatements, JobStatsRow, Throughput, ThroughputBucket
 from pgqueue.store.maintenance import (
@@ -93,12 +101,14 @@ __all__ = [
     "BatchLink",
     "BatchState",
     "CancelOutcome",
+    "DebouncedDispatch",
     "DispatchedJob",
     "FailureSearch",
     "JobSearch",
     "JobStatsRow",
     "Link",
     "Listener",
+    "PartitionStatus",
     "QueueControl",
     "QueueCounts",
     "QueueStats",
@@ -127,6 +137,7 @@ __all__ = [
     "listen",
     "listen_cancel",
     "pgqueue_schema_exists",
+    "queue_paused_on",
     "queue_stats_on",
     "record_failure_on",
     "try_vacuum_lock",

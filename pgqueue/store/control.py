@@ -50,12 +50,43 @@ class QueueControl:
     rate_limit: int | None
     rate_period: float | None
     burst: int | None = None
+    #: Issue 28: the limits every partition of the queue gets (pgqueue.set_partition_limits), None: none;
+    #: ``fair``: its partitions are served in turn even without limits.
+    partition_concurrency: int | None = None
+    partition_rate_limit: int | None = None
+    partition_rate_period: float | None = None
+    partition_burst: int | None = None
+    fair: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One partition of a queue (``pgqueue.partition_status``, issue 28): its jobs running (reserved,
+    lease live), waiting (ready now) and delayed, and the limits reserve applies to it (its override,
+    else the queue's per-partition values; None: none), its fair share weight, whether overridden."""
+
+    partition: str
+    running: int
+    waiting: int
+    delayed: int
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period: float | None
+    weight: int
+    overridden: bool
 
 
 async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]:
     """Per-queue counts from the ``pgqueue.queue_stats`` view, on ``conn`` (the metrics' depth sampler)."""
     cur = await conn.execute(query("queue_stats"))
     return [QueueStats(*row) for row in await cur.fetchall()]
+
+
+async def queue_paused_on(conn: psycopg.AsyncConnection[Any]) -> dict[str, bool]:
+    """Whether each queue with a row in ``pgqueue.queues`` is paused, on ``conn`` (the metrics' depth
+    sampler); a queue without a row is not paused."""
+    cur = await conn.execute(query("queue_paused"))
+    return {name: bool(paused) for name, paused in await cur.fetchall()}
 
 
 class ControlStatements(Pooled):
@@ -96,6 +127,25 @@ class ControlStatements(Pooled):
         burst (None: the rate per period)."""
         with storage_errors(f"setting the limits of queue {queue!r}"):
             await self._run("set_limits", (queue, concurrency, rate_limit, rate_period, burst))
+
+    async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
+                                   rate_period: float | None, burst: int | None, fair: bool) -> None:
+        """Set (None: clear) the limits every partition of ``queue`` gets, and fair shares (issue 28)."""
+        with storage_errors(f"setting the partition limits of queue {queue!r}"):
+            await self._run("set_partition_limits", (queue, concurrency, rate_limit, rate_period, burst, fair))
+
+    async def set_partition_limit(self, queue: str, partition: str, concurrency: int | None,  # one per column
+                                  rate_limit: int | None, rate_period: float | None, burst: int | None,
+                                  weight: int | None) -> None:
+        """Set (all None: remove) one partition's override of ``queue`` (issue 28)."""
+        with storage_errors(f"setting the limits of partition {partition!r} of queue {queue!r}"):
+            await self._run("set_partition_limit", (queue, partition, concurrency, rate_limit, rate_period, burst,
+                                                    weight))
+
+    async def partition_status(self, queue: str, limit: int) -> list[PartitionStatus]:
+        """The partitions of ``queue`` (at most ``limit``, busiest first), from ``pgqueue.partition_status``."""
+        with storage_errors(f"reading the partitions of queue {queue!r}"):
+            return [PartitionStatus(*row) for row in await self._rows("partition_status", (queue, limit))]
 
     async def queue_controls(self) -> list[QueueControl]:
         """Every queue's controls (paused, limits), by queue name; queues never controlled are absent."""

@@ -1,4 +1,4 @@
-"""Dispatch: storing envelopes (``pgqueue.enqueue``, ``enqueue_many``, ``enqueue_unique``).
+"""Dispatch: storing envelopes (``pgqueue.enqueue``, ``enqueue_many``, ``enqueue_unique``, ``enqueue_debounced``).
 
 Each statement has one implementation, on a session (a caller's connection or SQLAlchemy
 session, inside its transaction, no commit: the ``*_on`` methods); the pool methods check
@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -28,6 +29,23 @@ class UniqueDispatch:
 
     id: uuid.UUID
     duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DebouncedDispatch:
+    """What a debounced dispatch did (issue 28): the id of the job of its window, whether that is an
+    earlier dispatch's job whose window was still open (``coalesced``: it took this dispatch's args
+    and was pushed later), and when that job is due (``available_at``, by the database clock)."""
+
+    id: uuid.UUID
+    coalesced: bool
+    available_at: datetime
+
+
+def _debounced_dispatch(row: Sequence[Any] | None) -> DebouncedDispatch:
+    if row is None:  # the function always returns one row
+        raise QueueStorageError("pgqueue.enqueue_debounced returned no row; please report this")
+    return DebouncedDispatch(id=row[0], coalesced=bool(row[1]), available_at=row[2])
 
 
 #: How many times a dispatch with a unique key that runs in a transaction of pgqueue's own (not
@@ -164,3 +182,36 @@ class DispatchStatements(Pooled):
                     row = await _fetch(session, query("enqueue_unique"), (envelope, delay, key, scope, period))
                     results.append(_unique_dispatch(row))
         return results
+
+    # --- issue 28: debounce ---
+    async def enqueue_debounced(self, envelope: str, key: str, window: float, max_wait: float | None, *,
+                                what: str = "dispatching a job") -> DebouncedDispatch:
+        """Store one envelope debounced by ``key`` (``pgqueue.enqueue_debounced``), in a transaction of
+        its own, run again after a serialization failure as :meth:`enqueue_unique` is."""
+        for attempt in range(1, UNIQUE_ATTEMPTS + 1):
+            try:
+                with storage_errors(what):
+                    async with self._pool.connection() as conn:
+                        return await self.enqueue_debounced_on(conn, envelope, key, window, max_wait, what=what)
+            except QueueStorageError as exc:  # translated, by the inner call or at checkout
+                if exc.sqlstate != _SERIALIZATION_FAILURE or attempt == UNIQUE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    @staticmethod
+    async def enqueue_debounced_on(conn: Any, envelope: str, key: str, window: float, max_wait: float | None, *,
+                                   what: str = "dispatching a job") -> DebouncedDispatch:
+        """:meth:`enqueue_debounced` on the caller's connection or session, inside its transaction."""
+        with storage_errors(what):
+            row = await _fetch(await unwrap_session(conn), query("enqueue_debounced"),
+                               (envelope, key, window, max_wait))
+        return _debounced_dispatch(row)
+
+    @staticmethod
+    def enqueue_debounced_on_sync(conn: Any, envelope: str, key: str, window: float, max_wait: float | None, *,
+                                  what: str = "dispatching a job") -> DebouncedDispatch:
+        """:meth:`enqueue_debounced_on` for a synchronous connection or session."""
+        with storage_errors(what):
+            row = unwrap_session_sync(conn).execute(query("enqueue_debounced"),
+                                                    (envelope, key, window, max_wait)).fetchone()
+        return _debounced_dispatch(row)

@@ -29,6 +29,9 @@ class Reservation:
     ``prefetched``: granted into the worker's prefetch buffer on its final try; the worker
     starts it only after :meth:`Store.mark_started` accepted it, so if the worker dies before,
     the attempt is given back instead of being spent unrun.
+
+    ``queued_seconds``: from the time the job became due (its dispatch, the end of its delay, a
+    retry's backoff or a snooze, or an expired lease) to this reservation, on the database clock.
     """
 
     id: uuid.UUID
@@ -39,6 +42,7 @@ class Reservation:
     queue: str
     envelope: str
     prefetched: bool = False
+    queued_seconds: float = 0.0
 
 
 class AckBatch(NamedTuple):

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from pgqueue.store import queue_stats_on, try_vacuum_lock
+from pgqueue.store import queue_paused_on, queue_stats_on, try_vacuum_lock
 from pgqueue.store.errors import is_transient
 from pgqueue.worker.instruments import DEPTH_STATES, OTHER, Recorder
 
@@ -73,19 +73,27 @@ class DepthSampler:
         """Count the queues once (on ``conn``) and keep the result: the first ``max_queues`` queues
         by name each on their own, the rest summed under :data:`~pgqueue.worker.instruments.OTHER`
         (the oldest ready age: the greatest), so a database with any number of queues exports at
-        most ``max_queues + 1``."""
+        most ``max_queues + 1``. Each queue also says whether it is paused (``pgqueue.queues``; 1 or
+        0, under OTHER how many are): a paused queue without jobs is sampled too."""
+        paused = await queue_paused_on(conn)
+        queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
+                              "expired": row.expired, "failed": row.failed,
+                              "oldest_ready_age": row.oldest_ready_age or 0.0}
+                  for row in await queue_stats_on(conn)}
+        for queue in paused:
+            queues.setdefault(queue, {**dict.fromkeys(DEPTH_STATES, 0.0), "oldest_ready_age": 0.0})
         cap = self._recorder.max_queues
         depth: dict[str, dict[str, float]] = {}
         rest: dict[str, float] | None = None
-        for row in sorted(await queue_stats_on(conn), key=lambda r: r.queue):
-            values = {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
-                      "expired": row.expired, "failed": row.failed, "oldest_ready_age": row.oldest_ready_age or 0.0}
-            if len(depth) < cap and row.queue != OTHER:
-                depth[row.queue] = values
+        for queue in sorted(queues):
+            values = queues[queue]
+            values["paused"] = 1.0 if paused.get(queue) else 0.0
+            if len(depth) < cap and queue != OTHER:
+                depth[queue] = values
             elif rest is None:
                 rest = values
             else:
-                for state in DEPTH_STATES:
+                for state in (*DEPTH_STATES, "paused"):
                     rest[state] += values[state]
                 rest["oldest_ready_age"] = max(rest["oldest_ready_age"], values["oldest_ready_age"])
         if rest is not None:

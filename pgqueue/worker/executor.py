@@ -122,9 +122,9 @@ class Executor:
         try:
             if tracing_active():
                 with consumer_span(context.queue, job_id, envelope.name, attempts, envelope.trace):
-                    await self._attempt(job, context, envelope, received)
+                    await self._attempt(job, context, envelope, received, reservation.queued_seconds)
             else:
-                await self._attempt(job, context, envelope, received)
+                await self._attempt(job, context, envelope, received, reservation.queued_seconds)
         finally:
             self.instruments.ran(context.queue, envelope.name, time.monotonic() - began)
             # The job ends here (whatever ended it: see context.decision).
@@ -164,17 +164,21 @@ class Executor:
             await self._fail_unrun(reservation, envelope.name, error, "payload_invalid", args=envelope.args)
             return None
 
-    async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float) -> None:
+    async def _attempt(self, job: Job, context: JobContext, envelope: Envelope, received: float,
+                       queued: float) -> None:
         """Run the handler under its time limit, carry out the worker's decision if it took none, and
         emit the attempt's outcome.
 
         ``received``: when the reservation arrived (``time.monotonic()``): its wait until the
-        handler starts and the handler's run time go to the history.
+        handler starts and the handler's run time go to the history. ``queued``: the seconds from
+        the job's due time to its reservation; with the wait, the queue latency of the metrics,
+        the same figure the history counts.
         """
         timeout = envelope.timeout if self.timeout_cap is None else min(envelope.timeout, self.timeout_cap)
         loop = asyncio.get_running_loop()
         started = loop.time()
         wait = time.monotonic() - received
+        self.instruments.waited(context.queue, envelope.name, queued + wait)
         job_deadline = started + timeout
         margin = self.lease_margin
 

@@ -108,8 +108,8 @@ class Fetcher:
         self.low_water = min(prefetch // 2, concurrency)
         self.poll_interval = poll_interval
         self.fetch_cooldown = fetch_cooldown
-        #: The executions in progress.
-        self.running: set[asyncio.Task[bool]] = set()
+        #: The executions in progress, each with its job's queue.
+        self.running: dict[asyncio.Task[bool], str] = {}
         #: Reserved jobs waiting for a slot, oldest reservation first.
         self.buffer: collections.deque[Prefetched] = collections.deque()
         self._buffered: dict[uuid.UUID, Prefetched] = {}
@@ -139,6 +139,20 @@ class Fetcher:
         self.stopping = True
         self._wakeup.set()
         self._slot_free.set()
+
+    def in_flight(self) -> dict[str, tuple[int, int]]:
+        """Per queue, ``(running, buffered)``: the executions in progress and the reserved jobs
+        waiting in the buffer for a slot (read by the metrics, from their server's thread: a copy
+        of each container first, which a concurrent change can only make raise RuntimeError). Every
+        queue this worker serves is there, with (0, 0) when it holds none."""
+        counts = dict.fromkeys(self.queues, (0, 0))
+        for queue in list(self.running.values()):
+            running, buffered = counts.get(queue, (0, 0))
+            counts[queue] = (running + 1, buffered)
+        for item in list(self.buffer):
+            running, buffered = counts.get(item.reservation.queue, (0, 0))
+            counts[item.reservation.queue] = (running, buffered + 1)
+        return counts
 
     def buffered_job(self, job_id: uuid.UUID) -> Prefetched | None:
         """The job of that id waiting in the buffer, if any (a confirmed cancellation drops it:
@@ -326,11 +340,11 @@ class Fetcher:
         run = self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
             self._run_marked(reservation, received, lease_left)
         task = asyncio.create_task(run)
-        self.running.add(task)
+        self.running[task] = reservation.queue
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[bool]) -> None:
-        self.running.discard(task)
+        self.running.pop(task, None)
         self._ended_since_reserve = True
         self._fill_slots()
         self._slot_free.set()

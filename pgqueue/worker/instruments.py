@@ -95,6 +95,11 @@ class Instruments:
     def started(self, queue: str, name: str, job_id: uuid.UUID, attempts: int) -> None:
         """A reserved job was decoded (``name`` ``"?"`` when its envelope could not be): it is about to run."""
 
+    def waited(self, queue: str, name: str, seconds: float) -> None:
+        """A handler is starting ``seconds`` after its job became due: the queue latency, counted as
+        ``pgqueue.job_stats`` counts it (from the due time: the dispatch, the end of a delay, a
+        retry's backoff or a snooze; to the handler's start)."""
+
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
         """A job's execution ended: one of :data:`OUTCOMES`; ``reason`` of a failure."""
 
@@ -130,11 +135,6 @@ class Histogram:
         return {"bounds": list(self.bounds), "counts": list(self.counts), "sum": self.sum, "count": self.count}
 
 
-def _uuid7_seconds(job_id: uuid.UUID) -> float:
-    """The Unix time in a version 7 id (its first 48 bits, milliseconds)."""
-    return (job_id.int >> 80) / 1000.0
-
-
 class Recorder(Instruments):
     """Counts what a worker did, per queue and job name, in memory; :meth:`snapshot` reads it.
 
@@ -144,15 +144,15 @@ class Recorder(Instruments):
     the worker's memory or the metrics grow. The queue depth sample is capped at ``max_queues``
     queues too (see :class:`pgqueue.worker.depth.DepthSampler`).
 
-    Queue latency is observed for a job's first attempt: from its dispatch (the time in its
-    UUIDv7 id, the producer's clock) to its start (this worker's clock) — minus nothing for a
-    delay given at dispatch, so a delayed job's latency includes its delay. Retries are not
-    observed (their due time is not known to the worker).
+    Queue latency is observed for every attempt whose handler starts: from the time the job
+    became due (``pgqueue.reserve`` returns it: its dispatch, the end of its delay, a retry's
+    backoff or a snooze) to the reservation on the database clock, plus the worker's wait until
+    the handler starts — the figure ``pgqueue.job_stats`` counts, for delayed and retried jobs too.
     """
 
     __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
-                 "depth_sampled_at", "durations", "job_names", "latencies", "leases_lost", "max_job_names",
-                 "max_queues", "queues", "transient_errors", "worker")
+                 "depth_sampled_at", "durations", "in_flight", "job_names", "latencies", "leases_lost",
+                 "max_job_names", "max_queues", "queues", "transient_errors", "worker")
 
     def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
                  max_job_names: int = MAX_JOB_NAMES) -> None:
@@ -175,6 +175,9 @@ class Recorder(Instruments):
         self.transient_errors = 0
         #: Read when a snapshot is taken: the completer's acks not yet confirmed.
         self.acks_pending: Callable[[], int] = lambda: 0
+        #: Read when a snapshot is taken: per queue, the worker's ``(running, buffered)`` jobs (its
+        #: handlers running now, and the reserved jobs waiting in its prefetch buffer for a slot).
+        self.in_flight: Callable[[], dict[str, tuple[int, int]]] = dict
         #: The last queue depth sample (queue -> {state: value}) and its Unix time (None: none taken).
         self.depth: dict[str, dict[str, float]] = {}
         self.depth_sampled_at: float | None = None
@@ -196,11 +199,14 @@ class Recorder(Instruments):
         key = ("reserved", queue, name, "")
         counters = self.counters
         counters[key] = counters.get(key, 0) + 1
-        if attempts == 1 and job_id.version == 7:
-            found = self.latencies.get((queue, name))
-            if found is None:
-                found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
-            found.observe(max(0.0, self._clock() - _uuid7_seconds(job_id)))
+
+    def waited(self, queue: str, name: str, seconds: float) -> None:
+        if queue not in self._kept_queues or name not in self._kept_names:
+            queue, name = self.labels(queue, name)
+        found = self.latencies.get((queue, name))
+        if found is None:
+            found = self.latencies[queue, name] = Histogram(LATENCY_BUCKETS)
+        found.observe(seconds)
 
     def outcome(self, queue: str, name: str, outcome: str, reason: str | None) -> None:
         if queue not in self._kept_queues or name not in self._kept_names:
@@ -228,6 +234,15 @@ class Recorder(Instruments):
         self.depth = depth
         self.depth_sampled_at = self._clock()
 
+    def _in_flight(self) -> dict[str, list[int]]:
+        """:attr:`in_flight` under the queue label cap: ``{queue: [running, buffered]}``."""
+        counts: dict[str, list[int]] = {}
+        for queue, (running, buffered) in self.in_flight().items():
+            found = counts.setdefault(self.queues(queue), [0, 0])
+            found[0] += running
+            found[1] += buffered
+        return counts
+
     def snapshot(self) -> dict[str, Any]:
         """Everything recorded so far, as JSON-able data (what ``pgqueue.metrics`` exports and what
         a worker process under a supervisor writes for it to merge)."""
@@ -239,6 +254,7 @@ class Recorder(Instruments):
             "leases_lost": self.leases_lost,
             "transient_errors": self.transient_errors,
             "acks_pending": self.acks_pending(),
+            "in_flight": self._in_flight(),
             "depth": self.depth,
             "depth_sampled_at": self.depth_sampled_at,
             "folded": {"queue": self.queues.folded, "job_name": self.job_names.folded},

@@ -211,6 +211,9 @@ class Maintenance:
         if ticks or keys:
             logger.info("pgqueue: pruned %d rows of pgqueue.schedule_ticks and %d of pgqueue.unique_keys that no "
                         "guarantee needs any more", ticks, keys)
+        for _ in range(PRUNE_BATCHES):  # issue 28: the buckets of partitions that are full again
+            if await self._store.prune_partitions(PRUNE_BATCH) < PRUNE_BATCH:
+                break
         return ticks, keys
 
     async def vacuum(self, health: TableHealth) -> bool:

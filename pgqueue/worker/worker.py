@@ -136,6 +136,7 @@ class Worker:
         if not isinstance(self.instruments, Recorder):
             return None
         self.instruments.acks_pending = lambda: self.completer.pending
+        self.instruments.in_flight = lambda: self.fetcher.in_flight()  # noqa: PLW0108  # the fetcher comes later
         who = self.registry.identity
         self.instruments.worker = {
             "worker_id": str(who.id), "host": who.host, "pid": str(who.pid), "version": who.version,

@@ -12,6 +12,14 @@ create trigger jobs_unique_requeue
     when (new.unique_scope = 'queued' and new.token is null and old.token is not null)
     execute function pgqueue.unique_requeue();
 
+-- issue 28: debounce. A debounced job leaves its window when it is first reserved (drops its key),
+-- so a running job is never changed by a later dispatch of its key.
+create trigger jobs_debounce_reserved
+    before update of token on pgqueue.jobs
+    for each row
+    when (new.debounce_key is not null and new.token is not null)
+    execute function pgqueue.debounce_reserved();
+
 -- issue 26: results. The end of a job (failed or cancelled) wakes whoever awaits it (channel
 -- pgqueue_ended, payload: the job id), and its failure becomes an attempt of its history.
 create trigger failed_jobs_recorded

@@ -1,11 +1,12 @@
 -- pgqueue least privilege: three group roles, each allowed exactly its part of the queue.
 --
---   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique), and register
+--   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique,
+--                     pgqueue.enqueue_debounced), and register
 --                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
 --                     heartbeat, fail, snooze, next_due, prune_history, prune_ticks_and_keys, schedule_state,
 --                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
---                     (the metrics' queue depths); LISTEN
+--                     and queues (the metrics' queue depths and paused queues); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits
@@ -125,6 +126,8 @@ alter function pgqueue.clear(text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision)
     security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.enqueue_debounced(jsonb, text, double precision, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.snooze(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
@@ -175,6 +178,15 @@ alter function pgqueue.job_attempts(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.progress(uuid, bigint, double precision, jsonb)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: partitions
+alter function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.partition_status(text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_partitions(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 -- issue 26: dependencies and batches (pgqueue.jobs_ended runs inside the functions that end an
 -- attempt, as their owner, and is granted to nobody: no role can release a child by itself)
 alter function pgqueue.add_dependencies(uuid[], uuid[], text)
@@ -196,6 +208,7 @@ grant execute on function
     pgqueue.enqueue(jsonb, double precision),
     pgqueue.enqueue_many(jsonb, double precision[]),
     pgqueue.enqueue_unique(jsonb, double precision, text, text, double precision),
+    pgqueue.enqueue_debounced(jsonb, text, double precision, double precision),  -- issue 28: debounce
     pgqueue.schedule_sync(text[], text[], text[], integer[], bigint[], jsonb[])
 to pgqueue_producer;
 -- issue 26: results. Whoever dispatches may follow its jobs (their state, result and errors).
@@ -267,9 +280,19 @@ to pgqueue_operator;
 grant select on pgqueue.jobs, pgqueue.failed_jobs, pgqueue.queue_stats to pgqueue_operator;
 -- Per-queue counts only (no job data): a worker with metrics samples the queue depths from it.
 grant select on pgqueue.queue_stats to pgqueue_worker;
+-- issue 29: and whether each queue is paused (queue names and settings: no job data).
+grant select on pgqueue.queues to pgqueue_worker;
 -- Queue controls and schedules (names, settings and tick times: no job data).
 grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgqueue_operator;
 -- The history (counts and timings only; completed_jobs holds args: operators only).
 grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;
 -- issue 29: the registered workers (hosts, pids, queues, held job ids: no job data).
 grant select on pgqueue.workers to pgqueue_operator;
+-- issue 28: partitions (limits, overrides and per-partition counts: no job data).
+grant execute on function
+    pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean),
+    pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer),
+    pgqueue.partition_status(text)
+to pgqueue_operator;
+grant select on pgqueue.partitions to pgqueue_operator;
+grant execute on function pgqueue.prune_partitions(integer) to pgqueue_worker;

@@ -247,16 +247,19 @@ def test_a_least_privilege_worker_confirms_a_cancel(dsn: str, roles: dict[str, s
 
 async def test_a_least_privilege_worker_samples_queue_depths(dsn: str, roles: dict[str, str]) -> None:
     """The worker role's metrics read pgqueue.queue_stats (before, its depth sampler logged
-    "permission denied for view queue_stats" every interval and exported no depth)."""
+    "permission denied for view queue_stats" every interval and exported no depth), and which
+    queues are paused (pgqueue.queues, issue 29)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue(conn, envelope())
         [held] = reserve(conn, ["default"], 1)
         conn.execute(b"select pgqueue.cancel(%s)", (held["id"],))
+        conn.execute(b"select pgqueue.pause('stopped')")
     w = roles["worker"]
     recorder = Recorder()
     async with await psycopg.AsyncConnection.connect(w, autocommit=True) as conn:
         await DepthSampler(w, recorder, interval=1.0).sample(conn)
     assert recorder.depth["default"]["failed"] == 1 and recorder.depth_sampled_at is not None
+    assert recorder.depth["stopped"]["paused"] == 1 and recorder.depth["default"]["paused"] == 0
     assert refused(w, "select * from pgqueue.failed_jobs")  # the counts, not the failures
 #: Registers 'app:tick' as an every-second schedule, catch-up 5, with the template given.
 TICK_SCHEDULE = ("select count(*) from pgqueue.schedule_sync(array['app:tick'], array['every 1s'], array['UTC'], "

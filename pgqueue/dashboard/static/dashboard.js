@@ -36,6 +36,92 @@
       if (ticked.has(box.value)) { box.checked = true; }
     });
   });
+  // A live region (data-live, with an id) is refreshed in place every few seconds. It waits while the
+  // operator is busy in it: focused in a field, a field changed and not sent yet, or text selected
+  // (to copy). And it keeps what a swap of its HTML would lose: the folds opened (<details>), the
+  // focus, the scroll position. Elements are found again by their row's key (data-queue, data-job,
+  // data-attempt, data-worker, data-key) and their place in that row, which a refresh keeps.
+  var ROWS = "[data-queue], [data-job], [data-attempt], [data-worker], [data-key]";
+  var KEYS = ["data-queue", "data-job", "data-attempt", "data-worker", "data-key"];
+  var CONTROLS = "a[href], button, input, select, textarea, summary";
+  function edited(field) {
+    if (field.type === "checkbox" || field.type === "radio" || field.type === "hidden") { return false; }
+    if (field.tagName === "SELECT") {
+      return Array.prototype.some.call(field.options, function (o) { return o.selected !== o.defaultSelected; });
+    }
+    return field.value !== field.defaultValue;
+  }
+  function busy(region) {
+    var active = document.activeElement;
+    if (active && region.contains(active) && active.matches("input:not([type=checkbox]):not([type=radio]), select, textarea")) {
+      return true;
+    }
+    if (Array.prototype.some.call(region.querySelectorAll("input, select, textarea"), edited)) { return true; }
+    var selection = window.getSelection();
+    return Boolean(selection && !selection.isCollapsed && selection.rangeCount &&
+                   region.contains(selection.getRangeAt(0).commonAncestorContainer));
+  }
+  function within(scope, selector) {
+    var found = Array.prototype.slice.call(scope.querySelectorAll(selector));
+    return scope.matches(selector) ? [scope].concat(found) : found;
+  }
+  function place(element, region, selector) {
+    var row = element.closest(ROWS);
+    var key = null;
+    if (row && region.contains(row)) {
+      key = KEYS.filter(function (name) { return row.hasAttribute(name); })[0];
+      key = [key, row.getAttribute(key)];
+    } else {
+      row = region;
+    }
+    return { key: key, index: within(row, selector).indexOf(element) };
+  }
+  function found(where, region, selector) {
+    var row = where.key ? region.querySelector("[" + where.key[0] + '="' + CSS.escape(where.key[1]) + '"]') : region;
+    return row && where.index >= 0 ? within(row, selector)[where.index] || null : null;
+  }
+  var kept = {};
+  function live(event) {
+    var region = event.detail.elt;
+    return region && region.hasAttribute && region.hasAttribute("data-live") && region.id ? region : null;
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var region = live(event);
+    if (region && busy(region)) { event.preventDefault(); }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var region = live(event);
+    if (!region) { return; }
+    if (busy(region)) { event.detail.shouldSwap = false; return; }
+    // A region that says so is replaced by the 404 page's too (its job finished: the page says so).
+    if (event.detail.xhr.status === 404 && region.hasAttribute("data-live-gone")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+    var active = document.activeElement;
+    kept[region.id] = {
+      open: Array.prototype.map.call(region.querySelectorAll("details[open]"), function (d) {
+        return place(d, region, "details");
+      }),
+      focus: active && active !== region && region.contains(active) ? place(active, region, CONTROLS) : null,
+      x: window.scrollX, y: window.scrollY
+    };
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    Object.keys(kept).forEach(function (id) {
+      var state = kept[id];
+      delete kept[id];
+      var region = document.getElementById(id);
+      if (!region) { return; }
+      state.open.forEach(function (where) {
+        var fold = found(where, region, "details");
+        if (fold) { fold.open = true; }
+      });
+      var focus = state.focus && found(state.focus, region, CONTROLS);
+      if (focus) { focus.focus({ preventScroll: true }); }
+      if (window.scrollX !== state.x || window.scrollY !== state.y) { window.scrollTo(state.x, state.y); }
+    });
+  });
   // Keyboard shortcuts: "g" then a page's initial (o overview, q queues, f failed jobs, j jobs,
   // s schedules, w workers) opens it; "/" moves to the page's first filter field. Not while typing.
   var pending = 0;

@@ -84,6 +84,82 @@ create trigger failed_jobs_recorded
     for each row
     execute function pgqueue.failure_recorded();
 
+-- issue 28: debounce
+-- A debounced job (pgqueue.enqueue_debounced) holds its key from its dispatch until it is first
+-- reserved (the trigger below drops it then); debounce_until is the latest it may be pushed to
+-- (the earliest deadline a dispatch of its window set; null: none). Two nullable columns without
+-- a default cost the table nothing for jobs that are not debounced.
+alter table pgqueue.jobs
+    add column debounce_key text,
+    add column debounce_until timestamptz;
+alter table pgqueue.jobs add constraint jobs_debounce_key check (
+    debounce_key is null or octet_length(debounce_key) between 1 and 1000);
+create unique index jobs_debounce_idx on pgqueue.jobs (debounce_key) where debounce_key is not null;
+create trigger jobs_debounce_reserved
+    before update of token on pgqueue.jobs
+    for each row
+    when (new.debounce_key is not null and new.token is not null)
+    execute function pgqueue.debounce_reserved();
+
+-- issue 28: partitions
+-- A job's partition (a tenant, a customer, an API key): copied by enqueue from the envelope's
+-- "partition" (absent for a plain job, which pays one key look-up and stores a null). 1 to 200
+-- characters, none of them a control, format or other invisible character (the ranges of
+-- pgqueue/limits.py QUEUE_NAME_REFUSED; commas are allowed). Only partitioned jobs are in the two
+-- partial indexes: the one reserve walks partition by partition, and the one it counts a
+-- partition's running jobs with.
+alter table pgqueue.jobs add column partition text,
+    add constraint jobs_partition check (partition is null or (length(partition) between 1 and 200
+        and partition !~ '[\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'));
+comment on column pgqueue.jobs.partition is
+    'pgqueue: the job''s partition (dispatch partition= or the job type''s partition_by); null: none.';
+create index jobs_partition_idx on pgqueue.jobs (queue, priority, partition, available_at)
+    where partition is not null;
+create index jobs_partition_running_idx on pgqueue.jobs (queue, partition, available_at)
+    where token is not null and partition is not null;
+-- A failure keeps its job's partition: computed from the envelope, which dispatch fixed.
+alter table pgqueue.failed_jobs add column partition text generated always as (envelope->>'partition') stored;
+-- The limits every partition of a queue gets (pgqueue.set_partition_limits), and whether the queue
+-- is served partition by partition (partitioned: any per-partition limit, override or fair shares).
+-- partition_cursor: the partition served last, where the next reservation's round goes on;
+-- partition_credit: what is left of that partition's turn (pgqueue.reserve_partitions).
+alter table pgqueue.queues
+    add column partition_concurrency integer,
+    add column partition_rate_limit  integer,
+    add column partition_rate_period interval,
+    add column partition_rate_burst  integer,
+    add column partition_fair        boolean not null default false,
+    add column partitioned           boolean not null default false,
+    add column partition_cursor      text,
+    add column partition_credit      integer not null default 0,
+    add constraint queues_partition_concurrency check (partition_concurrency is null or partition_concurrency >= 1),
+    add constraint queues_partition_rate check ((partition_rate_limit is null) = (partition_rate_period is null)
+        and (partition_rate_limit is null or partition_rate_limit >= 1)
+        and (partition_rate_period is null or partition_rate_period > interval '0')
+        and (partition_rate_burst is null or (partition_rate_burst >= 1 and partition_rate_limit is not null)));
+-- One row per partition that has an override (pgqueue.set_partition_limit: its own concurrency,
+-- rate or weight) or a token bucket in use (written by reserve, for a partition under a rate).
+create table pgqueue.partitions (
+    queue            text             not null,
+    partition        text             not null,
+    concurrency      integer,          -- override of the queue's partition_concurrency; null: the queue's
+    rate_limit       integer,          -- override of the queue's partition rate (with rate_period, rate_burst)
+    rate_period      interval,
+    rate_burst       integer,
+    weight           integer,          -- its fair share weight; null: 1
+    rate_tokens      double precision, -- the bucket: tokens left at rate_refilled_at; null: full
+    rate_refilled_at timestamptz,
+    updated_at       timestamptz      not null default now(),
+    primary key (queue, partition),
+    constraint partitions_concurrency check (concurrency is null or concurrency >= 1),
+    constraint partitions_rate check ((rate_limit is null) = (rate_period is null)
+        and (rate_limit is null or rate_limit >= 1)
+        and (rate_period is null or rate_period > interval '0')
+        and (rate_burst is null or (rate_burst >= 1 and rate_limit is not null))),
+    constraint partitions_weight check (weight is null or weight between 1 and 1000)
+);
+comment on table pgqueue.partitions is
+    'pgqueue: per-partition overrides (concurrency, rate, weight) and token buckets. Change overrides only through pgqueue.set_partition_limit.';
 -- issue 26: dependencies and batches
 -- A job with dependents (children waiting for it, or a batch counting it) is marked, so the ack
 -- of every other job pays one boolean of its deleted row for this feature and nothing else.
