@@ -85,12 +85,15 @@ class Composition:
     """Batches, chains and groups, and the linked dispatch under ``after=`` (a base of ``Client``)."""
 
     settings: Settings
+    inline: bool
 
     if TYPE_CHECKING:
         async def _store(self, connection: ConnectionConfig | None = None) -> Store: ...
         def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
                         connection: str | None = None, partition: str | None = None) -> EncodedJobs: ...
         def job(self, job_id: uuid.UUID | str) -> JobHandle: ...
+        async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, queue: str | None = None,
+                                connection: str | None = None) -> list[JobHandle]: ...
         @staticmethod
         def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None: ...
 
@@ -134,6 +137,7 @@ class Composition:
         members = list(jobs)
         if not members:
             raise QueueDispatchError("batch: give at least one member job; nothing was dispatched")
+        self._needs_a_database("batch")
         encoded = self.encode_many([*members, then], queue=queue, connection=connection)
         batch_id = uuid.uuid4()
         link = BatchLink(batch_id, encoded.ids[:-1], encoded.ids[-1])
@@ -149,6 +153,7 @@ class Composition:
         steps = list(jobs)
         if not steps:
             raise QueueDispatchError("chain: give at least one job; nothing was dispatched")
+        self._needs_a_database("chain")
         encoded = self.encode_many(steps, queue=queue, connection=connection)
         links = [Wait([child], [parent]) for parent, child in zip(encoded.ids, encoded.ids[1:], strict=False)]
         await self._store_linked(encoded.connections[0], conn, encoded.text, None, links,
@@ -160,11 +165,18 @@ class Composition:
         """Dispatch ``jobs`` to run in parallel (one transaction); ``await group.results()`` gives
         their results as a list. For a job to run after them all, use :meth:`batch`."""
         members = list(jobs)
+        if self.inline:  # each runs at dispatch: the group is dispatch_many's
+            return Group(await self.dispatch_many(members, conn=conn, queue=queue, connection=connection))
         encoded = self.encode_many(members, queue=queue, connection=connection)
         if members:
             await self._store_linked(encoded.connections[0], conn, encoded.text, None, [],
                                      f"dispatching a group of {len(members)} jobs")
         return Group([self.job(i) for i in encoded.ids])
+
+    def _needs_a_database(self, what: str) -> None:
+        if self.inline:
+            raise QueueConfigurationError(f"{what}: the inline mode runs each job at dispatch, so no job can wait for "
+                                          "another; test it against a database (a worker of the test's database)")
 
     async def batch_state(self, batch_id: uuid.UUID | str, connection: str | None = None) -> BatchState | None:
         """A batch's progress by batch, callback or member id (``pgqueue.batch_state``); None if none."""

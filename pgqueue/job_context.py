@@ -358,26 +358,21 @@ class JobContext:
         self._progress_at = now
         return True
 
-    # --- issue 26: jobs that wait for jobs ---
-    def _reading(self, what: str) -> Store:
-        if self._pool is None:
-            raise QueueConfigurationError(f"job {self._id}: context.{what} needs a worker of a database connection")
-        return Store(self._pool)
-
+    # --- issue 26: jobs that wait for jobs (inline, without a database, nothing waits: empty) ---
     async def parent_results(self) -> dict[uuid.UUID, Any]:
         """The kept results of the jobs this one was dispatched to wait for (``after=``, a chain), by
         parent id in the order given; a parent that kept no result (or failed, for a child that
-        runs anyway) is left out. Empty for a job without parents."""
-        rows = await self._reading("parent_results()").parent_results(self._id)
+        runs anyway) is left out. Empty for a job without parents (and in the inline mode)."""
+        rows = [] if self._pool is None else await Store(self._pool).parent_results(self._id)
         return {parent: result for parent, state, result in rows if state == "succeeded"}
 
     async def batch(self) -> BatchState | None:
         """The progress of the batch this job is the callback or a member of (counts by outcome), or None."""
-        return await self._reading("batch()").batch_state(self._id)
+        return None if self._pool is None else await Store(self._pool).batch_state(self._id)
 
     async def batch_results(self) -> dict[uuid.UUID, Any]:
         """For a batch's callback: the kept results of the members that succeeded, by member id."""
-        rows = await self._reading("batch_results()").batch_results(self._id)
+        rows = [] if self._pool is None else await Store(self._pool).batch_results(self._id)
         return {member: result for member, outcome, result in rows if outcome == "succeeded"}
 
     async def extend(self, seconds: float) -> float:

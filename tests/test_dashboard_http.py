@@ -1013,6 +1013,22 @@ async def test_the_attempts_list_stops_at_its_cap_and_says_how_many_more(dsn: st
     assert more is not None and more.group(1).startswith("3 more earlier attempts not shown")
 
 
+async def test_the_job_page_shows_what_a_job_waits_for_and_its_batch(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        parent, child = enqueue(conn, envelope("emails")), enqueue(conn, envelope("emails"))
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+               (child, parent))
+        callback = enqueue(conn, envelope("emails"))
+        scalar(conn, "select pgqueue.add_batch(%s, array[%s]::uuid[], %s)", (uuid.uuid4(), parent, callback))
+    async with http_client(create_app(opened)) as web:
+        of_parent = (await web.get(f"/jobs/{parent}")).text
+        of_child = (await web.get(f"/jobs/{child}")).text
+    assert 'data-testid="job-family"' in of_parent and f"/jobs/{child}" in of_parent
+    assert "0 of 1 ended" in of_parent
+    assert f"/jobs/{parent}" in of_child and "open" in of_child
+    assert "s-blocked" in of_child and "once what it waits for has ended" in of_child
+
+
 async def test_the_queues_page_shows_the_busiest_partitions_of_a_partitioned_queue(dsn: str, opened: Client) -> None:
     """Issue 28: a queue with per-partition limits lists its partitions (running, waiting, limits, weight)."""
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -11,9 +11,17 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgqueue import Client, Job, JobContext, JobFailedError, QueueConfigurationError, QueueDispatchError
+from pgqueue import (
+    Client,
+    Job,
+    JobContext,
+    JobFailedError,
+    QueueConfigurationError,
+    QueueDispatchError,
+    SyncJobContext,
+)
 from tests.api_support import run_worker
-from tests.worker_support import Runs, client, finish, runs, scalar
+from tests.worker_support import Runs, client, finish, runs, scalar, settings_for
 
 __all__ = ["client", "runs"]
 
@@ -31,6 +39,15 @@ class Step(Job):
         parents = await context.parent_results()
         SEEN[self.key] = parents
         return self.value + sum(int(v) for v in parents.values())
+
+
+class SyncSum(Job):
+    """A sync handler reading its parents' results (the blocking face)."""
+
+    name = "tests:deps_sync_sum"
+
+    def handle(self, context: SyncJobContext) -> int:  # type: ignore[override]  # a sync handler
+        return sum(int(v) for v in context.parent_results().values())
 
 
 class Broken(Job):
@@ -61,6 +78,8 @@ async def test_a_child_runs_after_its_parents_with_their_results(client: Client,
     assert await child.result(timeout=10) == 13
     assert SEEN["child"] == {a: 1, b: 2}
     assert list(SEEN["child"]) == [a, b]  # in the order given
+    in_sync = await client.dispatch(SyncSum(), after=[a, b, child])
+    assert await in_sync.result(timeout=10) == 16
 
 
 async def test_a_chain_passes_each_result_on_and_a_group_gathers(client: Client, runs: Runs) -> None:
@@ -133,3 +152,14 @@ async def test_after_in_the_callers_transaction_and_sync(client: Client, dsn: st
     assert (await client.job(sync_child).status()).state == "blocked"
     assert await scalar(dsn, "select parents from pgqueue.dependent_jobs where job_id = %s",
                         (sync_child,)) == [parent]
+
+
+async def test_the_inline_mode_runs_a_group_and_refuses_what_must_wait(dsn: str) -> None:
+    inline_client = Client(settings=settings_for(dsn), inline=True)
+    group = await inline_client.group([Step(key="i1", value=1), Step(key="i2", value=2)])
+    assert len(group.members) == 2 and SEEN["i1"] == {} and SEEN["i2"] == {}
+    with pytest.raises(QueueConfigurationError, match="inline mode runs each job at dispatch"):
+        await inline_client.chain([Step(key="i3", value=1), Step(key="i4", value=1)])
+    with pytest.raises(QueueConfigurationError, match="inline mode runs each job at dispatch"):
+        await inline_client.batch([Step(key="i5", value=1)], then=Step(key="i6", value=1))
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0

@@ -218,6 +218,13 @@ def test_a_batch_refuses_bad_input_and_stores_nothing(conn: Conn) -> None:
     with pytest.raises(errors.InvalidParameterValue, match="own batch"):
         scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [member], member))
     assert scalar(conn, "select count(*) from pgqueue.batches") == 0
+    _, [taken], _ = _batch(conn, 1)
+    callback = enqueue(conn, envelope("callbacks"))
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {taken} is already a member of a batch"):
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [member, taken], callback))
+    assert scalar(conn, "select count(*) from pgqueue.batches") == 1
+    assert scalar(conn, "select has_dependents from pgqueue.jobs where id = %s", (member,)) is False
+    assert scalar(conn, "select available_at < pgqueue.never() from pgqueue.jobs where id = %s", (callback,))
 
 
 def test_prune_results_deletes_the_links_of_jobs_gone(conn: Conn) -> None:

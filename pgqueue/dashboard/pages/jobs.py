@@ -192,7 +192,11 @@ class JobPages:
             latest = await store.failed_find(failures[0]["id"])
             envelope, secrets = dash.redactor.envelope(latest["envelope"] if latest else None)
         name = envelope.get("name") if isinstance(envelope, dict) else None
+        family = await store.job_family(job_id)  # issue 26: what it waits for, what waits for it, its batch
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
+                           parents=[(other, is_open) for kind, other, is_open in family if kind == "parent"],
+                           children=[other for kind, other, _ in family if kind == "child"],
+                           batch=await store.batch_state(job_id) if any(k == "batch" for k, _, _ in family) else None,
                            name=str(name) if name else None,
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),

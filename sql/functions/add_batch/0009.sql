@@ -16,6 +16,7 @@ as $$
 declare
     v_bad uuid;
     v_total integer;
+    v_marked integer;
 begin
     if p_batch is null or p_callback is null or cardinality(p_members) is null
        or array_position(p_members, null) is not null then
@@ -26,23 +27,30 @@ begin
         raise exception 'pgqueue.add_batch: the callback % cannot be a member of its own batch', p_callback
             using errcode = '22023';
     end if;
-    select c into v_bad from unnest(p_members || p_callback) c
-    where not exists (select 1 from pgqueue.jobs j where j.id = c and j.token is null)
-    limit 1;
-    if found then
+    v_total := cardinality(array(select distinct m from unnest(p_members) m));
+    -- The checks ride on the writes (one pass over the members): a refusal raises, and the whole
+    -- call, writes included, is undone.
+    update pgqueue.jobs j set has_dependents = true where j.id = any (p_members) and j.token is null;
+    get diagnostics v_marked = row_count;
+    update pgqueue.jobs j set available_at = pgqueue.never() where j.id = p_callback and j.token is null;
+    if v_marked <> v_total or not found then
+        select c into v_bad from unnest(p_members || p_callback) c
+        where not exists (select 1 from pgqueue.jobs j where j.id = c and j.token is null)
+        limit 1;
         raise exception 'pgqueue.add_batch: job % is not a queued job (only jobs just dispatched, not running, can join a batch)',
                         v_bad
             using errcode = '22023';
     end if;
-    select m.job_id into v_bad from pgqueue.batch_members m where m.job_id = any (p_members) limit 1;
-    if found then
+    insert into pgqueue.batches (id, callback_id, total, pending) values (p_batch, p_callback, v_total, v_total);
+    insert into pgqueue.batch_members (job_id, batch_id)
+    select distinct m, p_batch from unnest(p_members) m
+    on conflict (job_id) do nothing;
+    get diagnostics v_marked = row_count;
+    if v_marked <> v_total then
+        select m.job_id into v_bad from pgqueue.batch_members m
+        where m.job_id = any (p_members) and m.batch_id <> p_batch limit 1;
         raise exception 'pgqueue.add_batch: job % is already a member of a batch', v_bad using errcode = '22023';
     end if;
-    v_total := cardinality(array(select distinct m from unnest(p_members) m));
-    insert into pgqueue.batches (id, callback_id, total, pending) values (p_batch, p_callback, v_total, v_total);
-    insert into pgqueue.batch_members (job_id, batch_id) select distinct m, p_batch from unnest(p_members) m;
-    update pgqueue.jobs j set has_dependents = true where j.id = any (p_members) and not j.has_dependents;
-    update pgqueue.jobs j set available_at = pgqueue.never() where j.id = p_callback;
 end
 $$;
 
