@@ -49,6 +49,11 @@ UPGRADE = (
     "functions/progress/0009.sql",
     # issue 28: debounce
     "functions/enqueue_debounced/0009.sql",
+    # issue 28: adaptive limits
+    "functions/adaptive_acked/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/backpressure/0009.sql",
+    "functions/set_adaptive_limit/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -60,6 +65,8 @@ DOWNGRADE = (
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",
+    # issue 28: ack without the adaptive window
+    "functions/ack/0005.sql",
 )
 
 
