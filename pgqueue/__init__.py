@@ -29,9 +29,10 @@ from pgqueue.backoff import Backoff
 from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set_default_client
 from pgqueue.config import ConnectionConfig, Settings, load_settings, normalize_dsn
 from pgqueue.context import JobContext, SyncJobContext
-from pgqueue.control import QueueControl, format_rate, parse_rate
+from pgqueue.control import QueueControl, format_rate, parse_adaptive, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
+    Backpressure,
     JobFailedError,
     JobResultTimeout,
     QueueConfigurationError,
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Attempt",
     "Backoff",
+    "Backpressure",
     "Client",
     "ConnectionConfig",
     "DebouncedDispatch",
@@ -98,6 +100,7 @@ __all__ = [
     "job",
     "load_settings",
     "normalize_dsn",
+    "parse_adaptive",
     "parse_rate",
     "prepare_database",
     "registered_jobs",

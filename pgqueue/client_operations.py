@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgqueue.config import ConnectionConfig, Settings
-from pgqueue.control import check_limits
+from pgqueue.control import check_adaptive, check_limits
 from pgqueue.errors import QueueConfigurationError, QueueRetryError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, registered_jobs
@@ -200,7 +200,8 @@ class ClientOperations:
 
     async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
                          rate_limit: int | None = None, rate_period: float | None = None,
-                         burst: int | None = None, connection: str | None = None) -> None:
+                         burst: int | None = None, adaptive: tuple[int, int] | None = None,
+                         connection: str | None = None) -> None:
         """Set a queue's global limits, enforced by the database for all workers on all hosts.
 
         ``concurrency``: at most this many jobs of the queue reserved at once; ``rate_limit`` per
@@ -210,12 +211,19 @@ class ClientOperations:
         ``rate_limit * T / rate_period + burst`` reservations. None clears a limit. Takes
         effect live. ``queue`` None: the connection's queue; a name the queue-name rule refuses
         raises QueueConfigurationError.
+
+        ``adaptive=(min, max)`` makes the concurrency limit adaptive (AIMD): a handler's backpressure
+        (:class:`~pgqueue.Backpressure`, ``context.backpressure()``) halves it, never below ``min``; each
+        window of as many acks as the current limit grows it by one, never above ``max``. It starts at
+        ``concurrency`` (clamped into the bounds), or at ``min``. None (the default): not adaptive.
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
+        check_adaptive(adaptive)
         config = self.settings.connection(connection)
         name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
         await (await self._store(config)).set_limits(name, concurrency, rate_limit,
-                                                     None if rate_period is None else float(rate_period), burst)
+                                                     None if rate_period is None else float(rate_period), burst,
+                                                     None if adaptive is None else (adaptive[0], adaptive[1]))
 
     async def controls(self, connection: str | None = None) -> list[QueueControl]:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""
