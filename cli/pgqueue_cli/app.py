@@ -18,8 +18,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -661,39 +662,61 @@ def queue_limit(
         "--burst", metavar="N", max=limits.MAX_SQL_INTEGER,
         help="The rate's bucket: at most N reservations at once after a quiet spell "
         "(default: the rate per period, e.g. 100 for 100/s).")] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Remove both limits.")] = False,
+    adaptive: Annotated[str | None, typer.Option(
+        "--adaptive", metavar="MIN:MAX",
+        help="Make the concurrency limit adaptive: halved when a handler reports backpressure, never below "
+        "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every limit.")] = False,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Set the global limits of a queue, enforced by the database for every worker on every
-    host, changed live. A limit not given keeps its current value; --clear removes both.
+    host, changed live. A limit not given keeps its current value; --clear removes them all.
     Without options, shows the current limits."""
-    if clear and (concurrency is not None or rate is not None or burst is not None):
-        fail("--clear removes both limits: give it alone", EXIT_CONFIG)
-    try:
-        rate_limit = None if rate is None else pgqueue.parse_rate(rate)
-    except pgqueue.QueueConfigurationError as exc:
-        fail(f"--rate: {exc}", EXIT_CONFIG)
+    if clear and (concurrency is not None or rate is not None or burst is not None or adaptive is not None):
+        fail("--clear removes every limit: give it alone", EXIT_CONFIG)
+    rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
+    bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
         async with found.client() as q:
             name = found.connection.name
             current = {c.queue: c for c in await q.controls(name)}.get(queue)
-            if clear or concurrency is not None or rate_limit is not None or burst is not None:
+            if clear or concurrency is not None or rate_limit is not None or burst is not None \
+                    or adaptive is not None:
                 # A limit not given keeps its current value.
                 keep = current.concurrency if current else None
                 count, period = rate_limit or ((current.rate_limit, current.rate_period) if current else (None, None))
                 bucket = current.burst if current else None
+                held = _adaptive_of(current)
                 if clear:
-                    keep, count, period, bucket = None, None, None, None
+                    keep, count, period, bucket, held = None, None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
                                    rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
-                                   connection=name)
+                                   adaptive=held if adaptive is None else bounds, connection=name)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             return current
 
     typer.echo(render.limits(queue, asyncio.run(limit())))
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _parsed(option: str, parse: Callable[[str], _Parsed], text: str | None) -> _Parsed | None:
+    """``parse(text)`` (None when the option was not given); a refusal exits naming the option."""
+    try:
+        return None if text is None else parse(text)
+    except pgqueue.QueueConfigurationError as exc:
+        fail(f"{option}: {exc}", EXIT_CONFIG)
+
+
+def _adaptive_of(control: pgqueue.QueueControl | None) -> tuple[int, int] | None:
+    """The adaptive bounds a queue has now (None: a fixed limit, or none)."""
+    if control is None or control.adaptive_min is None or control.adaptive_max is None:
+        return None
+    return control.adaptive_min, control.adaptive_max
 
 
 @app.command("queue:status", short_help="Job counts and throughput per queue.")

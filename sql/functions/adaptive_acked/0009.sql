@@ -11,6 +11,11 @@ as $$
 declare
     v_grown text;
 begin
+    -- Lock the rows in name order first: two acks over the same adaptive queues never deadlock.
+    perform 1 from pgqueue.queues q
+    where q.name = any(p_queues) and q.adaptive_min is not null
+    order by q.name
+    for update;
     for v_grown in
         with acked as (select a.queue, count(*)::integer as n from unnest(p_queues) a(queue) group by a.queue),
         moved as (
