@@ -96,15 +96,19 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 concurrency = parse_concurrency(field(form, "concurrency"))
                 text = field(form, "rate")
                 rate = parse_rate(text) if text else None
-            burst = None
-            if rate is not None:
-                # The form has no burst field: keep the burst set from the CLI, Python or SQL.
-                controls = await dash.client.controls(connection=dash.options.connection)
-                burst = next((c.burst for c in controls if c.queue == queue), None)
+            # The form has no burst or adaptive fields: keep those set from the CLI, Python or SQL
+            # (Clear removes them too).
+            controls = await dash.client.controls(connection=dash.options.connection)
+            current = next((c for c in controls if c.queue == queue), None)
+            burst = current.burst if current is not None and rate is not None else None
+            adaptive = None
+            if current is not None and current.adaptive_min is not None and current.adaptive_max is not None \
+                    and not form.get("clear"):
+                adaptive = (current.adaptive_min, current.adaptive_max)
             await dash.client.set_limits(queue, concurrency=concurrency,
                                          rate_limit=None if rate is None else rate[0],
                                          rate_period=None if rate is None else rate[1],
-                                         burst=burst, connection=dash.options.connection)
+                                         burst=burst, adaptive=adaptive, connection=dash.options.connection)
             if concurrency is None and rate is None:
                 return f"cleared the limits of queue {queue!r}"
             said = [f"concurrency {concurrency}" if concurrency is not None else "no concurrency limit",
