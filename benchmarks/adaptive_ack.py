@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,8 +26,8 @@ from psycopg.types.json import Jsonb
 
 from benchmarks.common import fresh_database
 from benchmarks.systems import install
-from pgqueue.resources import sql_file
 
+SQL = Path(__file__).resolve().parents[1] / "sql"
 VERSIONS = {"0005": "functions/ack/0005.sql", "0009": "functions/ack/0009.sql"}
 
 
@@ -60,7 +61,7 @@ async def run(admin_dsn: str, rounds: int) -> dict[str, dict[str, float]]:
             for round_no in range(rounds):
                 order = list(VERSIONS) if round_no % 2 == 0 else list(reversed(VERSIONS))
                 for version in order:
-                    figures[version].append(one_round(conn, sql_file(VERSIONS[version])))
+                    figures[version].append(one_round(conn, (SQL / VERSIONS[version]).read_text(encoding="utf-8")))
     return {version: {"median_ms": round(statistics.median(values), 3), "fastest_ms": round(min(values), 3)}
             for version, values in figures.items()}
 

@@ -58,6 +58,17 @@ def queue_of(form: FormData) -> str:
     return queue
 
 
+def _kept(current: QueueControl | None, rated: bool, *, cleared: bool) -> tuple[int | None, tuple[int, int] | None]:
+    """The form has no burst or adaptive fields: the burst and the adaptive bounds set from the CLI,
+    Python or SQL, kept (the burst only with a rate; Clear removes both)."""
+    if current is None or cleared:
+        return None, None
+    adaptive = None
+    if current.adaptive_min is not None and current.adaptive_max is not None:
+        adaptive = (current.adaptive_min, current.adaptive_max)
+    return (current.burst if rated else None), adaptive
+
+
 def routes(dash: Dashboard) -> list[BaseRoute]:
     """``/queues`` (the page) and its actions: pause, resume, set or clear the limits of a queue."""
 
@@ -96,15 +107,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 concurrency = parse_concurrency(field(form, "concurrency"))
                 text = field(form, "rate")
                 rate = parse_rate(text) if text else None
-            # The form has no burst or adaptive fields: keep those set from the CLI, Python or SQL
-            # (Clear removes them too).
             controls = await dash.client.controls(connection=dash.options.connection)
-            current = next((c for c in controls if c.queue == queue), None)
-            burst = current.burst if current is not None and rate is not None else None
-            adaptive = None
-            if current is not None and current.adaptive_min is not None and current.adaptive_max is not None \
-                    and not form.get("clear"):
-                adaptive = (current.adaptive_min, current.adaptive_max)
+            burst, adaptive = _kept(next((c for c in controls if c.queue == queue), None), rate is not None,
+                                    cleared=bool(form.get("clear")))
             await dash.client.set_limits(queue, concurrency=concurrency,
                                          rate_limit=None if rate is None else rate[0],
                                          rate_period=None if rate is None else rate[1],
