@@ -22,11 +22,15 @@ The public API:
 - :class:`Envelope` — what dispatch stores.
 - :class:`JobHandle` — what ``dispatch`` returns: the job's id, and its ``status()`` (a
   :class:`JobStatus` with every failed :class:`Attempt`) and ``result()`` (issue 26).
+- :class:`Batch`, :class:`BatchState`, :class:`Group` — jobs that wait for jobs (issue 26):
+  ``dispatch(job, after=[...])``, ``client.batch(jobs, then=callback)``, ``client.chain(...)``,
+  ``client.group(...)``; a handler reads ``context.parent_results()`` and ``context.batch()``.
 - The errors: :class:`QueueError` and its subclasses.
 """
 
 from pgqueue.backoff import Backoff
 from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set_default_client
+from pgqueue.composition import Batch, BatchState, Group
 from pgqueue.config import ConnectionConfig, Settings, load_settings, normalize_dsn
 from pgqueue.context import JobContext, SyncJobContext
 from pgqueue.control import QueueControl, format_rate, parse_adaptive, parse_rate
@@ -50,7 +54,7 @@ from pgqueue.handles import Attempt, JobHandle, JobStatus
 from pgqueue.jobs import FunctionJob, Job, JobFactory, job, registered_jobs
 from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
-from pgqueue.store import DebouncedDispatch, JobStatsRow, RegisteredWorker, Throughput, UniqueDispatch
+from pgqueue.store import DebouncedDispatch, JobStatsRow, PartitionStatus, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerOptions, WorkerStats
 
 __version__ = "0.1.0"
@@ -59,6 +63,8 @@ __all__ = [
     "Attempt",
     "Backoff",
     "Backpressure",
+    "Batch",
+    "BatchState",
     "Client",
     "ConnectionConfig",
     "DebouncedDispatch",
@@ -66,6 +72,7 @@ __all__ = [
     "FailedJob",
     "FailedJobRepository",
     "FunctionJob",
+    "Group",
     "Job",
     "JobContext",
     "JobFactory",
@@ -74,6 +81,7 @@ __all__ = [
     "JobResultTimeout",
     "JobStatsRow",
     "JobStatus",
+    "PartitionStatus",
     "QueueConfigurationError",
     "QueueControl",
     "QueueDispatchError",

@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -17,8 +16,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
+from pgqueue.composition import Composition, check_policy, parent_ids
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.debounce import DebouncedDispatching, debounce_arguments
+from pgqueue.dispatch_checks import check_delay, check_unique, with_result_ttl
 from pgqueue.envelope import EncodedJobs, Envelope, encode_many
 from pgqueue.errors import (
     QueueConfigurationError,
@@ -27,13 +28,14 @@ from pgqueue.errors import (
     QueueStorageError,
 )
 from pgqueue.handles import JobHandle, ResultWaiter
-from pgqueue.jobs import Job, check_result_ttl, set_default_dispatcher
-from pgqueue.limits import MAX_DELAY_SECONDS, MAX_UNIQUE_PERIOD_SECONDS, shown, unique_key_problem
+from pgqueue.jobs import Job, set_default_dispatcher
+from pgqueue.limits import shown
 from pgqueue.startup import prepare_database
 from pgqueue.store import (
     QueueStats,
     Store,
     UniqueDispatch,
+    Wait,
 )
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
@@ -48,17 +50,7 @@ __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_defaul
 logger = logging.getLogger("pgqueue")
 
 
-def _check_delay(delay: object, job_name: str) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) \
-            or not 0 <= delay <= MAX_DELAY_SECONDS:
-        raise QueueConfigurationError(
-            f"job {job_name!r}: delay must be a finite number of seconds >= 0 and at most "
-            f"{MAX_DELAY_SECONDS:.0f} (10 years), got {delay!r}; the job was not dispatched"
-        )
-    return float(delay)
-
-
-class Client(ClientOperations, DebouncedDispatching):
+class Client(ClientOperations, Composition, DebouncedDispatching):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -163,12 +155,12 @@ class Client(ClientOperations, DebouncedDispatching):
 
     # ----------------------------------------------------------------- dispatch
     def envelope(self, job: Job, *, queue: str | None = None, priority: int | None = None,
-                 connection: str | None = None) -> tuple[Envelope, ConnectionConfig]:
+                 connection: str | None = None, partition: str | None = None) -> tuple[Envelope, ConnectionConfig]:
         """Fix a job's envelope for a connection (validating it); nothing is stored."""
         if not isinstance(job, Job):
             raise QueueDispatchError(f"can only dispatch Job instances, got {type(job).__name__} {job!r}")
         config = self.settings.connection(connection or type(job).connection)
-        envelope = Envelope.build(job, config, queue=queue, priority=priority)
+        envelope = Envelope.build(job, config, queue=queue, priority=priority, partition=partition)
         carrier = producer_carrier(envelope.queue, job_id=envelope.id)  # None unless traced (pgqueue.tracing)
         if carrier is not None:
             envelope = dataclasses.replace(envelope, trace=carrier)
@@ -178,46 +170,57 @@ class Client(ClientOperations, DebouncedDispatching):
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, result_ttl: float | None = None,
-                   debounce: float | None = None, key: str | None = None, max_wait: float | None = None) -> JobHandle:
+                   debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
+                   partition: str | None = None,
+                   after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                   on_parent_failure: str = "cancel") -> JobHandle:
         """Enqueue one job; returns its id as a :class:`~pgqueue.JobHandle` (a UUID that can also
         follow the job: ``status()``, ``result()``). See :meth:`Job.dispatch`.
+
+        ``after``: job ids or handles; the job runs once every one of them has succeeded (if one
+        fails or is cancelled, ``on_parent_failure="cancel"`` cancels it with reason
+        ``dependency_failed``, ``"run"`` runs it anyway). See :mod:`pgqueue.composition`.
 
         With ``unique_key`` it is :meth:`dispatch_unique` and returns the id of the job holding the
         key (an earlier one for a duplicate). ``result_ttl``: seconds to keep this job's result
         (0: none; default: its job type's, see :mod:`pgqueue.results`). With ``debounce=<seconds>``
         and ``key=`` (and optionally ``max_wait=``) it is :meth:`dispatch_debounced` and returns the
-        id of the job of the key's open window.
+        id of the job of the key's open window. ``partition``: the job's partition (default: its job
+        type's ``partition_by``; see the README, "Partitions"; not with ``debounce``).
         """
         if debounce is not None or key is not None or max_wait is not None:
+            if partition is not None:
+                raise QueueConfigurationError("debounce= takes its partition from the job type's partition_by, "
+                                              "not from partition=; the job was not dispatched")
             key, window = debounce_arguments(job, debounce, key, max_wait, delay, unique_key)
             return self.job((await self.dispatch_debounced(job, key, window, max_wait=max_wait, conn=conn, queue=queue,
                              priority=priority, connection=connection, result_ttl=result_ttl)).id)
         if unique_key is None and getattr(type(job), "unique_by", None):  # not a Job: envelope() says so
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
+        parents = None if after is None else parent_ids(after, f"dispatching {type(job).__name__}")
+        if parents is not None and unique_key is not None:
+            raise QueueDispatchError(f"dispatching {type(job).__name__}: after= cannot be combined with a unique key")
         if unique_key is not None:
             return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
-                                                        connection=connection)).id)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        envelope = self._result_ttl(envelope, result_ttl)
-        delay = _check_delay(delay, envelope.name)
+                                                        connection=connection, partition=partition)).id)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
+        envelope = with_result_ttl(envelope, result_ttl)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(await inline.dispatch(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
         what = f"dispatching job {envelope.name!r}"
-        if conn is not None:
+        if parents is not None:
+            link = Wait([envelope.id], parents, check_policy(on_parent_failure, what))
+            await self._store_linked(config, conn, f"[{text}]", [delay] if delay else None, [link], what)
+        elif conn is not None:
             await Store.enqueue_on(conn, text, delay, what=what)
         else:
             await (await self._store(config)).enqueue(text, delay, what=what)
         return self.job(envelope.id)
-
-    @staticmethod
-    def _result_ttl(envelope: Envelope, result_ttl: float | None) -> Envelope:
-        """The envelope with a dispatch's own ``result_ttl`` (checked), or as it is without one."""
-        if result_ttl is None:
-            return envelope
-        return dataclasses.replace(envelope, result_ttl=check_result_ttl(result_ttl, f"job {envelope.name!r}"))
 
     # --- issue 26: results ---
     def job(self, job_id: uuid.UUID | str) -> JobHandle:
@@ -237,7 +240,7 @@ class Client(ClientOperations, DebouncedDispatching):
     async def dispatch_unique(self, job: Job, key: str, *, scope: str = "queued", period: float | None = None,  # noqa: PLR0913  # the public API, as dispatch
                           conn: Any = None, delay: float = 0.0, queue: str | None = None,
                           priority: int | None = None, connection: str | None = None,
-                          raise_on_duplicate: bool = False) -> UniqueDispatch:
+                          raise_on_duplicate: bool = False, partition: str | None = None) -> UniqueDispatch:
         """Enqueue one job unless a job already holds ``key``; PostgreSQL decides, race-free.
 
         ``scope``: ``"queued"`` (default: while a job of the key waits, ready or delayed),
@@ -248,9 +251,10 @@ class Client(ClientOperations, DebouncedDispatching):
         joins the caller's transaction; while another transaction holds the key uncommitted,
         this call waits for it to end.
         """
-        period_seconds = self._check_unique(key, scope, period)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        delay = _check_delay(delay, envelope.name)
+        period_seconds = check_unique(key, scope, period)
+        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection,
+                                         partition=partition)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return await inline.dispatch_unique(job, envelope, delay)
         text = envelope.encode(config.max_payload_bytes)
@@ -267,24 +271,33 @@ class Client(ClientOperations, DebouncedDispatching):
 
     def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
                   priority: int | None = None, connection: str | None = None, debounce: float | None = None,
-                  key: str | None = None, max_wait: float | None = None) -> JobHandle:
+                  key: str | None = None, max_wait: float | None = None,
+                  after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                  on_parent_failure: str = "cancel") -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
         if debounce is not None or key is not None or max_wait is not None:
             key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
             return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
                                                          priority=priority, connection=connection).id)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        delay = _check_delay(delay, envelope.name)
+        delay = check_delay(delay, envelope.name)
         if (inline := self._inline(config)) is not None:
             return self.job(inline.dispatch_blocking(job, envelope, delay))
         text = envelope.encode(config.max_payload_bytes)
-        Store.enqueue_on_sync(conn, text, delay, what=f"dispatching job {envelope.name!r}")
+        what = f"dispatching job {envelope.name!r}"
+        if after is None:
+            Store.enqueue_on_sync(conn, text, delay, what=what)
+        else:
+            link = Wait([envelope.id], parent_ids(after, what), check_policy(on_parent_failure, what))
+            Store.enqueue_linked_on_sync(conn, f"[{text}]", [delay] if delay else None, [link], what=what)
         return self.job(envelope.id)
 
-    async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,
+    async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,  # noqa: PLR0913  # the public API, as dispatch
                         queue: str | None = None, connection: str | None = None,
                         unique_keys: Sequence[str | None] | None = None, unique_scope: str = "queued",
-                        unique_for: float | None = None) -> list[JobHandle]:
+                        unique_for: float | None = None, partition: str | None = None,
+                        after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
+                        on_parent_failure: str = "cancel") -> list[JobHandle]:
         """Enqueue many jobs in one round trip; returns their ids in order (as :class:`~pgqueue.JobHandle` s).
 
         ``delay`` is one delay for all, or one per job. All jobs go to database connections of
@@ -293,7 +306,13 @@ class Client(ClientOperations, DebouncedDispatching):
 
         ``unique_keys`` (one per job, None for a job without a key) makes it
         :meth:`dispatch_unique_many`: the ids returned are those of the jobs holding each key.
+        ``partition``: every job's partition (default: each job type's ``partition_by``).
+        ``after``: every job waits for these parents, as in :meth:`dispatch`.
         """
+        if after is not None and not self.inline:
+            return await self._dispatch_many_after(jobs, after, on_parent_failure, unique_keys is not None, conn=conn,
+                                                   delay=delay, queue=queue, connection=connection,
+                                                   partition=partition)
         if unique_keys is None and not isinstance(jobs, list | tuple):
             jobs = list(jobs)
         if self.inline:
@@ -309,9 +328,10 @@ class Client(ClientOperations, DebouncedDispatching):
             unique_keys = [j.derived_unique_key() for j in jobs]
         if unique_keys is not None:
             dispatched = await self.dispatch_unique_many(jobs, unique_keys, scope=unique_scope, period=unique_for,
-                                                     conn=conn, delay=delay, queue=queue, connection=connection)
+                                                     conn=conn, delay=delay, queue=queue, connection=connection,
+                                                     partition=partition)
             return [self.job(d.id) for d in dispatched]
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
             return []
         delays = self._delays(delay, encoded.names)
@@ -322,10 +342,10 @@ class Client(ClientOperations, DebouncedDispatching):
             await (await self._store(encoded.connections[0])).enqueue_many(encoded.text, delays, what=what)
         return [self.job(job_id) for job_id in encoded.ids]
 
-    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",
+    async def dispatch_unique_many(self, jobs: Iterable[Job], keys: Sequence[str | None], *, scope: str = "queued",  # noqa: PLR0913  # the public API, as dispatch_many
                                period: float | None = None, conn: Any = None,
                                delay: float | Iterable[float] = 0.0, queue: str | None = None,
-                               connection: str | None = None) -> list[UniqueDispatch]:
+                               connection: str | None = None, partition: str | None = None) -> list[UniqueDispatch]:
         """:meth:`dispatch_unique` for many jobs, in one transaction (the caller's with ``conn``).
 
         ``keys`` has one key per job (None: that job has no key). A key repeated inside the
@@ -341,13 +361,13 @@ class Client(ClientOperations, DebouncedDispatching):
                                      f"got {keys!r}"[:300])
         if not jobs:
             return []
-        encoded = self.encode_many(jobs, queue=queue, connection=connection)
+        encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         delays = self._delays(delay, encoded.names) or [0.0] * len(jobs)
         period_seconds = None
         for position, key in enumerate(keys, 1):
             if key is not None:
                 try:
-                    period_seconds = self._check_unique(key, scope, period)
+                    period_seconds = check_unique(key, scope, period)
                 except QueueConfigurationError as exc:
                     raise QueueConfigurationError(
                         f"dispatch_unique_many: key {position} of {len(keys)}: {exc}") from None
@@ -359,31 +379,8 @@ class Client(ClientOperations, DebouncedDispatching):
         store = await self._store(encoded.connections[0])
         return await store.enqueue_unique_many(texts, delays, list(keys), scope, period_seconds, what=what)
 
-    @staticmethod
-    def _check_unique(key: object, scope: object, period: object) -> float | None:
-        """Refuse what ``pgqueue.enqueue_unique`` would refuse, naming the value; the period as a float."""
-        if not isinstance(scope, str) or scope not in ("queued", "active", "period"):
-            raise QueueConfigurationError(
-                f"unique scope must be 'queued', 'active' or 'period', got {scope!r}; the job was not dispatched")
-        problem = unique_key_problem(key)
-        if problem is not None:
-            raise QueueConfigurationError(f"{problem}; the job was not dispatched")
-        if (scope == "period") != (period is not None):
-            raise QueueConfigurationError(
-                f"unique scope 'period' needs period=<seconds> (and only it takes one), got scope {scope!r} and "
-                f"period {period!r}; the job was not dispatched")
-        if period is None:
-            return None
-        if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) \
-                or not 0 < period <= MAX_UNIQUE_PERIOD_SECONDS:
-            raise QueueConfigurationError(
-                f"unique period must be a finite number of seconds above 0 and at most "
-                f"{MAX_UNIQUE_PERIOD_SECONDS:.0f} (10 years), got {type(period).__name__} {period!r}; "
-                "the job was not dispatched")
-        return float(period)
-
     def encode_many(self, jobs: Iterable[Job], *, queue: str | None = None,
-                    connection: str | None = None) -> EncodedJobs:
+                    connection: str | None = None, partition: str | None = None) -> EncodedJobs:
         """Fix, validate and encode the envelopes of :meth:`dispatch_many` (nothing is stored)."""
         settings = self.settings
         resolved: dict[str | None, ConnectionConfig] = {}
@@ -411,13 +408,13 @@ class Client(ClientOperations, DebouncedDispatching):
                 with contextlib.suppress(QueueConfigurationError):  # encode_many below names the problem
                     destination = settings.connection(connection or first.connection).queue
             carrier = producer_carrier(destination or "?", count=len(jobs))
-        return encode_many(jobs, connection_of, queue=queue, trace=carrier)
+        return encode_many(jobs, connection_of, queue=queue, trace=carrier, partition=partition)
 
     @staticmethod
     def _delays(delay: float | Iterable[float], names: list[str]) -> list[float] | None:
         """None when every job is ready now (the common case: no array to send), else one per job."""
         if isinstance(delay, int | float) and not isinstance(delay, bool):
-            one = _check_delay(delay, names[0])
+            one = check_delay(delay, names[0])
             return None if one == 0 else [one] * len(names)
         if isinstance(delay, str | bytes | bool) or not isinstance(delay, Iterable):
             raise QueueConfigurationError(
@@ -426,7 +423,7 @@ class Client(ClientOperations, DebouncedDispatching):
         delays = list(delay)
         if len(delays) != len(names):
             raise QueueDispatchError(f"dispatch_many: {len(names)} jobs but {len(delays)} delays")
-        return [_check_delay(d, name) for d, name in zip(delays, names, strict=True)]
+        return [check_delay(d, name) for d, name in zip(delays, names, strict=True)]
 
     async def _dispatch_many_inline(self, jobs: list[Job], delay: float | Iterable[float], queue: str | None,
                                     connection: str | None, keys: Sequence[str | None] | None) -> list[JobHandle]:

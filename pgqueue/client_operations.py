@@ -13,12 +13,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgqueue.config import ConnectionConfig, Settings
-from pgqueue.control import check_adaptive, check_limits
+from pgqueue.control import Rate, check_adaptive, check_limits, check_partition_limits, rate_of
 from pgqueue.errors import QueueConfigurationError, QueueRetryError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, registered_jobs
-from pgqueue.limits import queue_name_problem
-from pgqueue.store import CancelOutcome, JobStatsRow, QueueControl, QueueStats, RegisteredWorker, Store, Throughput
+from pgqueue.limits import partition_problem, queue_name_problem
+from pgqueue.store import (
+    CancelOutcome,
+    JobStatsRow,
+    PartitionStatus,
+    QueueControl,
+    QueueStats,
+    RegisteredWorker,
+    Store,
+    Throughput,
+)
 from pgqueue.worker.scheduler import declared_schedules, registration, sync_arguments
 
 __all__ = ["ClientOperations", "ScheduleInfo"]
@@ -198,9 +207,11 @@ class ClientOperations:
         name = _checked_queue(config.queue if queue is None else queue, "nothing was changed")
         return await (await self._store(config)).resume(name)
 
-    async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,
+    async def set_limits(self, queue: str | None = None, *, concurrency: int | None = None,  # noqa: PLR0913  # one keyword per limit
                          rate_limit: int | None = None, rate_period: float | None = None,
-                         burst: int | None = None, adaptive: tuple[int, int] | None = None,
+                         burst: int | None = None, per_partition_concurrency: int | None = None,
+                         per_partition_rate: Rate | None = None, per_partition_burst: int | None = None,
+                         fair: bool | None = None, adaptive: tuple[int, int] | None = None,
                          connection: str | None = None) -> None:
         """Set a queue's global limits, enforced by the database for all workers on all hosts.
 
@@ -212,6 +223,12 @@ class ClientOperations:
         effect live. ``queue`` None: the connection's queue; a name the queue-name rule refuses
         raises QueueConfigurationError.
 
+        Issue 28, partitions: ``per_partition_concurrency`` and ``per_partition_rate`` (``"10/s"`` or
+        ``(10, 1.0)``, with ``per_partition_burst``) apply to each partition of the queue on its own;
+        ``fair=True`` serves its partitions in turn even without limits. These four are left as they
+        are unless one of them is given; then all four are set (None clears). See
+        :meth:`set_partition_limit` for one partition's override.
+
         ``adaptive=(min, max)`` makes the concurrency limit adaptive (AIMD): a handler's backpressure
         (:class:`~pgqueue.Backpressure`, ``context.backpressure()``) halves it, never below ``min``; each
         window of as many acks as the current limit grows it by one, never above ``max``. It starts at
@@ -219,11 +236,43 @@ class ClientOperations:
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
         check_adaptive(adaptive)
+        partitioned = any(v is not None for v in (per_partition_concurrency, per_partition_rate,
+                                                  per_partition_burst, fair))
+        count, period = rate_of(per_partition_rate)
+        if partitioned:
+            check_partition_limits(per_partition_concurrency, count, period, per_partition_burst, None)
         config = self.settings.connection(connection)
         name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
-        await (await self._store(config)).set_limits(name, concurrency, rate_limit,
-                                                     None if rate_period is None else float(rate_period), burst,
-                                                     None if adaptive is None else (adaptive[0], adaptive[1]))
+        store = await self._store(config)
+        await store.set_limits(name, concurrency, rate_limit, None if rate_period is None else float(rate_period),
+                               burst, None if adaptive is None else (adaptive[0], adaptive[1]))
+        if partitioned:
+            await store.set_partition_limits(name, per_partition_concurrency, count, period, per_partition_burst,
+                                             bool(fair))
+
+    async def set_partition_limit(self, queue: str, partition: str, *, concurrency: int | None = None,
+                                  rate: Rate | None = None, burst: int | None = None, weight: int | None = None,
+                                  connection: str | None = None) -> None:
+        """Override the limits of one named partition of ``queue`` (issue 28): its own ``concurrency``
+        and ``rate`` (``"100/s"`` or ``(100, 1.0)``, with ``burst``) instead of the queue's
+        per-partition ones, and its fair share ``weight`` (1 to 1000; None: 1). All None removes the
+        override. Enforced by ``pgqueue.reserve`` for every worker; takes effect live."""
+        count, period = rate_of(rate)
+        check_partition_limits(concurrency, count, period, burst, weight)
+        config = self.settings.connection(connection)
+        name = _checked_queue(queue, "the limits were not changed")
+        problem = partition_problem(partition)
+        if problem is not None:
+            raise QueueConfigurationError(f"{problem}; the limits were not changed")
+        await (await self._store(config)).set_partition_limit(name, partition, concurrency, count, period, burst,
+                                                              weight)
+
+    async def partitions(self, queue: str, *, limit: int = 100, connection: str | None = None) -> list[PartitionStatus]:
+        """The partitions of ``queue`` with jobs or an override, busiest first (at most ``limit``): jobs
+        running, waiting and delayed, the limits that apply and the weight (``pgqueue.partition_status``)."""
+        config = self.settings.connection(connection)
+        name = _checked_queue(queue, "nothing was read")
+        return await (await self._store(config)).partition_status(name, limit)
 
     async def controls(self, connection: str | None = None) -> list[QueueControl]:
         """The controls set on queues (paused, limits), by queue name; queues never controlled are absent."""

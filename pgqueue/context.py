@@ -13,7 +13,7 @@ import psycopg
 
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.job_context import PROGRESS_INTERVAL, PROGRESS_NOTE_BYTES, Decisions, JobContext
-from pgqueue.store import Store, ack_in_transaction_sync, begin_transaction_sync
+from pgqueue.store import BatchState, Store, ack_in_transaction_sync, begin_transaction_sync
 
 __all__ = ["PROGRESS_INTERVAL", "PROGRESS_NOTE_BYTES", "Decisions", "JobContext", "SyncJobContext"]
 
@@ -136,6 +136,18 @@ class SyncJobContext:
     def progress(self, fraction: float | None = None, note: Any = None) -> bool:
         """:meth:`JobContext.progress`, blocking."""
         return self._call(lambda: self._context.progress(fraction, note))
+
+    def parent_results(self) -> dict[uuid.UUID, Any]:
+        """:meth:`JobContext.parent_results`, blocking."""
+        return self._call(self._context.parent_results)
+
+    def batch(self) -> BatchState | None:
+        """:meth:`JobContext.batch`, blocking."""
+        return self._call(self._context.batch)
+
+    def batch_results(self) -> dict[uuid.UUID, Any]:
+        """:meth:`JobContext.batch_results`, blocking."""
+        return self._call(self._context.batch_results)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:

@@ -13,7 +13,11 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import MAX_SQL_INTEGER, shown
 from pgqueue.store import CancelOutcome, QueueControl
 
-__all__ = ["CancelOutcome", "QueueControl", "format_rate", "parse_adaptive", "parse_rate"]
+__all__ = ["CancelOutcome", "QueueControl", "Rate", "format_rate", "parse_adaptive", "parse_rate"]
+
+#: A rate as the Python API takes it: ``"100/s"`` (:func:`parse_rate`) or ``(100, 1.0)``
+#: (reservations, period in seconds).
+Rate = str | tuple[int, float]
 
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
             "h": 3600.0, "hour": 3600.0}
@@ -101,3 +105,25 @@ def check_limits(concurrency: int | None, rate_limit: int | None, rate_period: f
 def _whole(value: object) -> bool:
     """A whole number a PostgreSQL ``integer`` column of pgqueue.queues holds, and at least 1."""
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SQL_INTEGER
+
+
+def rate_of(rate: Rate | None) -> tuple[int | None, float | None]:
+    """A :data:`Rate` as (reservations, period in seconds), (None, None) for None; a text that is not a rate
+    raises QueueConfigurationError (issue 28: the per-partition rates)."""
+    if rate is None:
+        return None, None
+    if isinstance(rate, str):
+        return parse_rate(rate)
+    if not isinstance(rate, tuple) or len(rate) != 2:
+        raise QueueConfigurationError(f"a rate is a text such as '10/s' or a pair (10, 1.0), got {rate!r}; "
+                                      "the limits were not changed")
+    return rate[0], rate[1]
+
+
+def check_partition_limits(concurrency: int | None, rate_limit: int | None, rate_period: float | None,
+                           burst: int | None, weight: int | None) -> None:
+    """Refuse per-partition limits ``pgqueue.set_partition_limit(s)`` would refuse, naming the bad value."""
+    check_limits(concurrency, rate_limit, rate_period, burst)
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000):
+        raise QueueConfigurationError(f"weight must be a whole number from 1 to 1000 (or None for 1), got {weight!r}; "
+                                      "the limits were not changed")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from pgqueue.dispatch_checks import with_result_ttl
 from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import MAX_DELAY_SECONDS, shown, unique_key_problem
 from pgqueue.store import DebouncedDispatch, Store
@@ -82,7 +83,6 @@ class DebouncedDispatching:
                      connection: str | None = None) -> tuple[Envelope, ConnectionConfig]: ...
         async def _store(self, connection: ConnectionConfig | None = None) -> Store: ...
         def _inline(self, config: ConnectionConfig) -> InlineRunner | None: ...
-        def _result_ttl(self, envelope: Envelope, result_ttl: float | None) -> Envelope: ...
 
     def _debounced(self, job: Job, key: str, window: float, max_wait: float | None, queue: str | None,
                    priority: int | None, connection: str | None,
@@ -90,7 +90,7 @@ class DebouncedDispatching:
         """Check and encode one debounced dispatch: (envelope text, key/window/max wait, what, connection)."""
         checked = check_debounce(key, window, max_wait)
         envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        envelope = self._result_ttl(envelope, result_ttl)
+        envelope = with_result_ttl(envelope, result_ttl)
         if self._inline(config) is not None:
             raise QueueConfigurationError(
                 f"job {envelope.name!r}: the inline mode runs jobs at dispatch and cannot debounce them (a debounced "

@@ -16,7 +16,7 @@ from pgqueue.errors import QueueConfigurationError, QueuePayloadError
 from pgqueue.ids import new_id
 from pgqueue.jobs import Job, args_struct, check_args
 from pgqueue.jsonvalues import _ENCODER, check_json_safe, dumps_json
-from pgqueue.limits import MAX_ARGS_DEPTH, MAX_DELAY_SECONDS, queue_name_problem
+from pgqueue.limits import MAX_ARGS_DEPTH, MAX_DELAY_SECONDS, partition_problem, queue_name_problem
 
 ENVELOPE_VERSION = 1
 
@@ -88,6 +88,7 @@ class _Layout:
     middle: str            # '","name":...,"args":'
     tail: str              # ',"connection":...,"retry_until":'
     deadline: str | None   # the deadline's text when the class has no retry_until(), else None
+    partitioned: bool      # issue 28: the class derives a partition (partition_by)
 
 
 def _layout(job_type: type[Job], connection: ConnectionConfig, queue: str | None,
@@ -98,7 +99,8 @@ def _layout(job_type: type[Job], connection: ConnectionConfig, queue: str | None
     tail = (f',"connection":{dumps(connection.name)},"queue":{dumps(chosen_queue)},"priority":{int(chosen_priority)},'
             f'"tries":{int(tries)},"timeout":{dumps(timeout)},"backoff":{dumps(backoff.to_data())},"retry_until":')
     deadline = "null" if job_type.retry_until is Job.retry_until else None
-    return _Layout(job_type.name, connection.name, connection.max_payload_bytes, middle, tail, deadline)
+    return _Layout(job_type.name, connection.name, connection.max_payload_bytes, middle, tail, deadline,
+                   bool(job_type.partition_by))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,7 @@ class EncodedJobs:
 
 def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionConfig], *,
                 queue: str | None = None, priority: int | None = None,
-                trace: dict[str, str] | None = None) -> EncodedJobs:
+                trace: dict[str, str] | None = None, partition: str | None = None) -> EncodedJobs:
     """Fix and encode many envelopes as one JSON array, with the checks of :meth:`Envelope.build`
     and :meth:`Envelope.encode`; the text is what ``Envelope.build(job, ...).encode(limit)``
     would give for each job, joined.
@@ -122,9 +124,10 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     jobs of one class. Settings that depend on the job class are validated once per class and connection; args go
     through one C JSON encoder; NUL characters and unpaired surrogates are found in the joined
     text, and only then is the offending job looked for with :func:`check_json_safe`. ``trace``
-    (a W3C trace context, :mod:`pgqueue.tracing`) goes into every envelope.
-    """
+    (a W3C trace context, :mod:`pgqueue.tracing`) goes into every envelope; so does ``partition`` (else
+    each job's :meth:`~pgqueue.Job.derived_partition`, issue 28)."""
     closing = f',"version":{ENVELOPE_VERSION}' + ("" if not trace else f',"trace":{dumps_json(trace)}') + "}"
+    chosen = None if partition is None else _partition_text(partition, "dispatch_many")
     layouts: dict[tuple[type[Job], str], _Layout] = {}
     ids: list[uuid.UUID] = []
     names: list[str] = []
@@ -156,6 +159,8 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
             deadline = "null" if value is None else repr(value)
         job_id = make_id()
         text = f'{{"id":"{job_id}{layout.middle}{args_text}{layout.tail}{deadline}{closing}'
+        if chosen is not None or layout.partitioned:  # issue 28: a plain job pays this test only
+            text = text[:-1] + (chosen or _partition_text(job.derived_partition(), layout.name)) + "}"
         # Characters never outnumber bytes; "surrogatepass": a lone surrogate is refused below, by name.
         if len(text) > layout.limit or (not text.isascii()
                                         and len(text.encode("utf-8", "surrogatepass")) > layout.limit):
@@ -168,6 +173,14 @@ def encode_many(jobs: Iterable[Job], connection_of: Callable[[Job], ConnectionCo
     joined = "[" + ",".join(texts) + "]"
     _check_joined(joined, names, args_of)
     return EncodedJobs(ids, names, connections, joined)
+
+
+def _partition_text(partition: str | None, name: str) -> str:
+    """``,"partition":"..."`` for an envelope, the partition checked (QueueConfigurationError names it)."""
+    problem = partition_problem(partition)
+    if problem is not None:
+        raise QueueConfigurationError(f"job {name!r}: {problem}; the job was not dispatched")
+    return f',"partition":{dumps_json(partition)}'
 
 
 def _args_text(args: dict[str, Any], job_type: type[Job], struct: type[msgspec.Struct], name: str) -> str:
@@ -226,21 +239,30 @@ class Envelope:
     #: Seconds the job's result is kept, when its dispatch said (``result_ttl=``); None: the job
     #: type's setting or the default decides (:func:`pgqueue.results.result_ttl`). Issue 26.
     result_ttl: float | None = None
+    #: Issue 28: the job's partition (``partition=`` of its dispatch, else its job type's
+    #: ``partition_by``); None: none. Copied to ``pgqueue.jobs.partition`` by enqueue.
+    partition: str | None = None
 
     @classmethod
     def build(cls, job: Job, connection: ConnectionConfig, *, queue: str | None = None,
-              priority: int | None = None, trace: dict[str, str] | None = None) -> Envelope:
+              priority: int | None = None, trace: dict[str, str] | None = None,
+              partition: str | None = None) -> Envelope:
         """Fix a job's envelope: defaults from the job class, then the connection; ``trace`` is the
-        dispatch's trace context (:mod:`pgqueue.tracing`)."""
+        dispatch's trace context (:mod:`pgqueue.tracing`); ``partition`` the job's partition (None:
+        its class's ``partition_by``, if any)."""
         job_type = type(job)
         args = job.args()
         check_json_safe(args, f"job {job_type.name!r} args")
         check_args(job_type, args)
         chosen_queue, chosen_priority, tries, timeout, backoff = _fixed_settings(job_type, connection, queue,
                                                                                 priority)
+        if partition is None:
+            partition = job.derived_partition()
+        if partition is not None:
+            _partition_text(partition, job_type.name)  # refused here, by name, before anything is stored
         return cls(id=new_id(), name=job_type.name, args=args, connection=connection.name,
                    queue=chosen_queue, priority=chosen_priority, tries=tries, timeout=timeout,
-                   backoff=backoff, retry_until=_deadline(job), trace=trace)
+                   backoff=backoff, retry_until=_deadline(job), trace=trace, partition=partition)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON object stored in ``pgqueue.jobs.envelope``."""
@@ -253,6 +275,8 @@ class Envelope:
             data["trace"] = self.trace
         if self.result_ttl is not None:
             data["result_ttl"] = self.result_ttl
+        if self.partition is not None:
+            data["partition"] = self.partition
         return data
 
     def encode(self, max_bytes: int) -> str:
@@ -326,9 +350,12 @@ class Envelope:
             if len(_GOOD_QUEUES) < 1024:
                 _GOOD_QUEUES.add(queue)
         priority, tries, timeout, backoff, retry_until, version, trace, kept = _settings(data)
+        partition = get("partition")
+        if partition is not None and type(partition) is not str:
+            raise QueuePayloadError(f"envelope 'partition' must be null or a string, got {_kind(partition)}")
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=timeout, backoff=backoff, retry_until=retry_until, version=version,
-                   trace=trace, result_ttl=kept)
+                   trace=trace, result_ttl=kept, partition=partition)
 
 
 def _stored_id(stored_id: object, job_id: uuid.UUID | None) -> uuid.UUID:

@@ -28,9 +28,10 @@ from pgqueue.store import Store
 
 logger = logging.getLogger("pgqueue.results")
 
-#: What :attr:`JobStatus.state` may be. ``unknown``: pgqueue holds nothing of the id (never
+#: What :attr:`JobStatus.state` may be. ``blocked``: waiting for its parents (``after=``) or, a
+#: batch's callback, for its members. ``unknown``: pgqueue holds nothing of the id (never
 #: dispatched, its dispatching transaction not committed yet, or it succeeded keeping no result).
-STATES = ("waiting", "delayed", "running", "succeeded", "failed", "cancelled", "unknown")
+STATES = ("waiting", "blocked", "delayed", "running", "succeeded", "failed", "cancelled", "unknown")
 #: The states a job does not leave (``unknown`` too: nothing will notify).
 ENDED = frozenset({"succeeded", "failed", "cancelled", "unknown"})
 
@@ -86,6 +87,11 @@ class JobStatus:
     result_ttl: float | None = None
     #: A live job's last progress report (``context.progress``): fraction, note, attempt, at.
     progress: dict[str, Any] | None = None
+    #: The jobs it was dispatched to wait for (``after=``), the jobs still waiting for it, and the
+    #: batch it is a member or the callback of (issue 26 §2).
+    parents: tuple[uuid.UUID, ...] = ()
+    children: tuple[uuid.UUID, ...] = ()
+    batch_id: uuid.UUID | None = None
 
     @classmethod
     def from_row(cls, job_id: uuid.UUID, row: Mapping[str, Any] | None) -> JobStatus:
@@ -101,7 +107,8 @@ class JobStatus:
                    reserved_at=row["reserved_at"], finished_at=row["finished_at"], result=row["result"],
                    has_result=has_result, result_expires_at=row["result_expires_at"], failure_id=row["failure_id"],
                    reason=row["reason"], message=row["message"], errors=errors, result_ttl=row["result_ttl"],
-                   progress=row["progress"])
+                   progress=row["progress"], parents=tuple(row.get("parents") or ()),
+                   children=tuple(row.get("children") or ()), batch_id=row.get("batch_id"))
 
     @property
     def ended(self) -> bool:
@@ -119,7 +126,9 @@ class JobStatus:
                 "finished_at": iso(self.finished_at), "result": self.result, "has_result": self.has_result,
                 "result_expires_at": iso(self.result_expires_at),
                 "failure_id": None if self.failure_id is None else str(self.failure_id), "reason": self.reason,
-                "message": self.message, "errors": [e.to_data() for e in self.errors], "progress": self.progress}
+                "message": self.message, "errors": [e.to_data() for e in self.errors], "progress": self.progress,
+                "parents": [str(p) for p in self.parents], "children": [str(c) for c in self.children],
+                "batch_id": None if self.batch_id is None else str(self.batch_id)}
 
 
 def _time(value: str) -> datetime:

@@ -20,7 +20,7 @@ from pgqueue.errors import QueueConfigurationError, QueueLeaseError, QueuePayloa
 from pgqueue.failures import describe
 from pgqueue.jsonvalues import check_json_safe, dumps_json
 from pgqueue.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
-from pgqueue.store import Store, ack_in_transaction, begin_transaction
+from pgqueue.store import BatchState, Store, ack_in_transaction, begin_transaction
 
 #: Seconds between two stored progress reports of one job (context.progress is throttled to it).
 PROGRESS_INTERVAL = 1.0
@@ -374,6 +374,28 @@ class JobContext:
             raise self._refused("report progress")
         self._progress_at = now
         return True
+
+    # --- issue 26: jobs that wait for jobs ---
+    def _reading(self, what: str) -> Store:
+        if self._pool is None:
+            raise QueueConfigurationError(f"job {self._id}: context.{what} needs a worker of a database connection")
+        return Store(self._pool)
+
+    async def parent_results(self) -> dict[uuid.UUID, Any]:
+        """The kept results of the jobs this one was dispatched to wait for (``after=``, a chain), by
+        parent id in the order given; a parent that kept no result (or failed, for a child that
+        runs anyway) is left out. Empty for a job without parents."""
+        rows = await self._reading("parent_results()").parent_results(self._id)
+        return {parent: result for parent, state, result in rows if state == "succeeded"}
+
+    async def batch(self) -> BatchState | None:
+        """The progress of the batch this job is the callback or a member of (counts by outcome), or None."""
+        return await self._reading("batch()").batch_state(self._id)
+
+    async def batch_results(self) -> dict[uuid.UUID, Any]:
+        """For a batch's callback: the kept results of the members that succeeded, by member id."""
+        rows = await self._reading("batch_results()").batch_results(self._id)
+        return {member: result for member, outcome, result in rows if outcome == "succeeded"}
 
     async def extend(self, seconds: float) -> float:
         """Renew the lease to end ``seconds`` from now; returns the seconds left.

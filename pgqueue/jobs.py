@@ -46,7 +46,7 @@ class Dispatcher(Protocol):
                    priority: int | None = None, connection: str | None = None,
                    unique_key: str | None = None, unique_scope: str = "queued",
                    unique_for: float | None = None, debounce: float | None = None, key: str | None = None,
-                   max_wait: float | None = None) -> UUID:
+                   max_wait: float | None = None, partition: str | None = None) -> UUID:
         """Enqueue one job; returns its id (with a unique key: the id of the job holding it; debounced:
         the id of the job of the key's open window)."""
         ...
@@ -164,6 +164,9 @@ class Job:
     #: Unique jobs: arg names whose values make the key of every dispatch of this class
     #: (``"<job name>:<args as JSON>"``), e.g. ``unique_by = ("invoice_id",)``; empty: no key.
     unique_by: ClassVar[tuple[str, ...]] = ()
+    #: Issue 28: arg names whose values make the partition of every dispatch of this class (joined
+    #: by ":", e.g. ``partition_by = ("tenant_id",)`` gives ``"42"``); empty: none (see ``partition=``).
+    partition_by: ClassVar[tuple[str, ...]] = ()
     #: The scope of the derived key: "queued", "active" or "period" (with ``unique_period``).
     unique_scope: ClassVar[str] = "queued"
     #: Seconds the derived key holds in the "period" scope.
@@ -195,11 +198,12 @@ class Job:
                 f"got {cls.redact!r}"
             )
         cls.redact = tuple(cls.redact)
-        if isinstance(cls.unique_by, str) or any(n not in cls._arg_names for n in cls.unique_by):
-            raise QueueConfigurationError(
-                f"job {cls.name!r}: unique_by must be a tuple of arg names (of {cls._arg_names}), "
-                f"got {cls.unique_by!r}")
-        cls.unique_by = tuple(cls.unique_by)
+        for setting in ("unique_by", "partition_by"):
+            names = getattr(cls, setting)
+            if isinstance(names, str) or any(n not in cls._arg_names for n in names):
+                raise QueueConfigurationError(
+                    f"job {cls.name!r}: {setting} must be a tuple of arg names (of {cls._arg_names}), got {names!r}")
+            setattr(cls, setting, tuple(names))
         if cls.result_ttl is not None:
             cls.result_ttl = check_result_ttl(cls.result_ttl, f"job {cls.name!r}")
         if cls.schedule is not None:
@@ -237,6 +241,20 @@ class Job:
         values = {name: getattr(self, name) for name in names}
         return f"{type(self).name}:{json.dumps(values, sort_keys=True, separators=(',', ':'), default=str)}"
 
+    def derived_partition(self) -> str | None:
+        """The partition ``partition_by`` derives from this job's args: their values (str or int) joined
+        by ":" (None without ``partition_by``); QueueConfigurationError names a value of another type."""
+        names = type(self).partition_by
+        if not names:
+            return None
+        values = [getattr(self, name) for name in names]
+        for name, value in zip(names, values, strict=True):
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise QueueConfigurationError(
+                    f"job {type(self).name!r}: partition_by arg {name!r} must be a string or an integer, got "
+                    f"{type(value).__name__} {repr(value)[:100]}; the job was not dispatched")
+        return ":".join(str(value) for value in values)
+
     def args(self) -> dict[str, Any]:
         """The job's fields as a dict: what is stored as the envelope's args."""
         return {name: getattr(self, name) for name in self._arg_names}
@@ -257,7 +275,8 @@ class Job:
                        priority: int | None = None, connection: str | None = None,
                        using: Dispatcher | None = None, unique_key: str | None = None,
                        unique_scope: str = "queued", unique_for: float | None = None,
-                       debounce: float | None = None, key: str | None = None, max_wait: float | None = None) -> UUID:
+                       debounce: float | None = None, key: str | None = None, max_wait: float | None = None,
+                       partition: str | None = None) -> UUID:
         """Enqueue this job; returns its id.
 
         With ``conn`` (a psycopg or SQLAlchemy connection or session) the job is inserted in
@@ -267,18 +286,20 @@ class Job:
         job while one holds the key in ``unique_scope``; the holder's id is returned
         (see :meth:`pgqueue.Client.dispatch_unique`). ``debounce=<seconds>`` with ``key=`` (and
         ``max_wait=``): the dispatches of the key coalesce into one job, run once they stop for that
-        long; the latest args win (see :meth:`pgqueue.Client.dispatch_debounced`).
+        long; the latest args win (see :meth:`pgqueue.Client.dispatch_debounced`). ``partition`` (or
+        the class's ``partition_by``): the job's partition, for per-partition limits and fair shares.
         """
+        extra: dict[str, Any] = {} if partition is None else {"partition": partition}
         if debounce is not None or key is not None or max_wait is not None:
             return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                                  connection=connection, unique_key=unique_key, debounce=debounce,
-                                                 key=key, max_wait=max_wait)
+                                                 key=key, max_wait=max_wait, **extra)
         if unique_key is None:
             return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
-                                                 connection=connection)
+                                                 connection=connection, **extra)
         return await _dispatcher(using).dispatch(self, conn=conn, delay=delay, queue=queue, priority=priority,
                                              connection=connection, unique_key=unique_key,
-                                             unique_scope=unique_scope, unique_for=unique_for)
+                                             unique_scope=unique_scope, unique_for=unique_for, **extra)
 
     def dispatch_sync(self, conn: Any, *, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # the public API, as dispatch
                       priority: int | None = None, connection: str | None = None,

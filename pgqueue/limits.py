@@ -163,3 +163,27 @@ def unique_key_problem(key: object) -> str | None:
 def _clipped_repr(value: object) -> str:
     text = repr(value)
     return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS] + "..."
+
+
+#: The longest partition (issue 28: ``dispatch(job, partition=...)``, a job type's ``partition_by``),
+#: in characters.
+MAX_PARTITION_LENGTH = 200
+
+# A partition may hold commas and white space (it is never split), but no character of QUEUE_NAME_REFUSED.
+_PARTITION_REFUSED = re.compile(f"[{_char_class(QUEUE_NAME_REFUSED)}]")
+
+
+def partition_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a job's partition, or None when it can: a string of 1 to
+    :data:`MAX_PARTITION_LENGTH` characters with no character of :data:`QUEUE_NAME_REFUSED`
+    (controls, format and other invisible characters; commas and inner spaces are fine).
+    ``pgqueue.partition_problem`` in SQL (and the CHECK on ``pgqueue.jobs.partition``) refuses the same."""
+    if not isinstance(value, str):
+        return f"a partition must be a string, got {type(value).__name__} {_clipped_repr(value)}"
+    if not 1 <= len(value) <= MAX_PARTITION_LENGTH:
+        return f"a partition must be 1 to {MAX_PARTITION_LENGTH} characters, got {len(value)}: {shown(value)}"
+    found = _PARTITION_REFUSED.search(value)
+    if found is not None:
+        return (f"partition {shown(value)} is not valid: it contains {_code_point(found.group())}, and a partition "
+                "may not contain control, format or other invisible characters")
+    return None

@@ -91,6 +91,20 @@ def test_a_window_of_acks_grows_the_limit_by_one_never_above_max(conn: Conn) -> 
     assert limit_of(conn) == {"concurrency": 4, "adaptive_min": 4, "adaptive_max": 6, "adaptive_acks": 2}
 
 
+def test_an_ack_on_an_adaptive_queue_also_releases_the_jobs_waiting_for_it(conn: Conn) -> None:
+    # ack 0009 does both: pgqueue.jobs_ended for a job with dependents (issue 26) and the window.
+    conn.execute(b"select pgqueue.set_adaptive_limit('default', 1, 4)")
+    parent = enqueue(conn, envelope())
+    with conn.transaction():
+        child = enqueue(conn, envelope())
+        scalar(conn, "select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([child], [parent]))
+    [grant] = reserve(conn, ["default"], 5)
+    assert grant["id"] == parent
+    assert ack(conn, [parent], [grant["token"]]) == {parent: True}
+    assert limit_of(conn)["concurrency"] == 2  # a window of 1 ack at limit 1
+    assert [g["id"] for g in reserve(conn, ["default"], 5)] == [child]
+
+
 def test_acks_of_queues_without_an_adaptive_limit_do_not_write_pgqueue_queues(conn: Conn) -> None:
     conn.execute(b"select pgqueue.set_limits('default', 5, null, null)")
     before = scalar(conn, "select xmin::text from pgqueue.queues where name = 'default'")
@@ -174,6 +188,17 @@ async def test_client_sets_shows_and_clears_an_adaptive_limit(client: Client) ->
     await client.set_limits("mail", concurrency=10)
     [control] = await client.controls()
     assert (control.concurrency, control.adaptive_min, control.adaptive_max) == (10, None, None)
+
+
+async def test_adaptive_bounds_and_per_partition_limits_set_together_and_apart(client: Client) -> None:
+    await client.set_limits("mail", concurrency=10, adaptive=(2, 50), per_partition_concurrency=3, fair=True)
+    [control] = await client.controls()
+    assert (control.concurrency, control.adaptive_min, control.adaptive_max) == (10, 2, 50)
+    assert (control.partition_concurrency, control.fair) == (3, True)
+    # Without adaptive= the limit is fixed again; the per-partition values not given stay.
+    await client.set_limits("mail", concurrency=10)
+    [control] = await client.controls()
+    assert (control.adaptive_min, control.partition_concurrency, control.fair) == (None, 3, True)
 
 
 SEEN: list[tuple[int, int]] = []

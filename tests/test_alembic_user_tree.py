@@ -24,9 +24,12 @@ import psycopg
 import pytest
 
 # The tables pgqueue installs at head (revision 0003 added the unique keys and the schedules, 0004 the queues,
-# 0005 the history and the completed jobs, 0009 the failed attempts, the results and the workers).
-PGQUEUE_TABLES = ["pgqueue.attempt_failures", "pgqueue.completed_jobs", "pgqueue.failed_jobs", "pgqueue.job_results",
-                  "pgqueue.job_stats", "pgqueue.jobs", "pgqueue.queues", "pgqueue.schedule_ticks", "pgqueue.schedules",
+# 0005 the history and the completed jobs, 0009 the failed attempts, the results, the workers, the
+# partitions, the dependencies and the batches).
+PGQUEUE_TABLES = ["pgqueue.attempt_failures", "pgqueue.batch_members", "pgqueue.batches", "pgqueue.completed_jobs",
+                  "pgqueue.dependent_jobs", "pgqueue.failed_jobs", "pgqueue.job_dependencies", "pgqueue.job_results",
+                  "pgqueue.job_stats", "pgqueue.jobs", "pgqueue.partitions", "pgqueue.queues",
+                  "pgqueue.schedule_ticks", "pgqueue.schedules",
                   "pgqueue.unique_keys", "pgqueue.workers"]
 
 pytestmark = pytest.mark.slow

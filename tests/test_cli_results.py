@@ -54,3 +54,17 @@ def test_job_show_and_wait(dsn: str, conn: psycopg.Connection[Any], tmp_path: Pa
     assert wait_later.returncode == 1 and "did not end within 0.2s; it is delayed" in one_error_line(
         wait_later.stderr)
     assert bad.returncode == 2 and "'nope' is not a job id" in one_error_line(bad.stderr)
+
+
+def test_job_show_tells_what_a_job_waits_for_and_what_waits_for_it(dsn: str, conn: psycopg.Connection[Any],
+                                                                   tmp_path: Path) -> None:
+    parent, child = enqueue(conn, "parents"), enqueue(conn, "children")
+    scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')", (child, parent))
+    shown_parent, shown_child, child_json = pgqueue_all(
+        ("job:show", str(parent), "--dsn", dsn), ("job:show", str(child), "--dsn", dsn),
+        ("job:show", str(child), "--json", "--dsn", dsn), cwd=tmp_path)
+    assert f"waited for by (children): {child}" in shown_parent.stdout, shown_parent.stderr
+    assert f"job {child}: blocked" in shown_child.stdout and f"waits for (parents): {parent}" in shown_child.stdout
+    data = json.loads(child_json.stdout)
+    assert (data["state"], data["parents"], data["children"], data["available_at"]) == (
+        "blocked", [str(parent)], [], None)

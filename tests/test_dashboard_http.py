@@ -1018,3 +1018,21 @@ async def test_the_attempts_list_stops_at_its_cap_and_says_how_many_more(dsn: st
     assert "failure number 4." in page and "failure number 3." not in page
     more = re.search(r'data-testid="attempts-more">([^<]*)<', page)
     assert more is not None and more.group(1).startswith("3 more earlier attempts not shown")
+
+
+async def test_the_queues_page_shows_the_busiest_partitions_of_a_partitioned_queue(dsn: str, opened: Client) -> None:
+    """Issue 28: a queue with per-partition limits lists its partitions (running, waiting, limits, weight)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for n in range(3):
+            enqueue(conn, envelope("tenants") | {"partition": f"tenant:{n}"})
+    await opened.set_limits("tenants", per_partition_concurrency=2, per_partition_rate="10/s")
+    await opened.set_partition_limit("tenants", "tenant:<big>", concurrency=20, weight=3)
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/queues")).text
+    assert 'data-testid="partitions-tenants"' in page
+    assert "at most 2 at once · 10/s per partition" in page
+    assert re.search(r'data-partition="tenant:1">.*?<td class="n">0</td><td class="n">1</td>.*?<td class="l">2</td>'
+                     r'\s*<td class="l">10/s</td>', page, re.S)
+    # Names are escaped; the override shows with its own limit and weight.
+    assert re.search(r'data-partition="tenant:&lt;big&gt;">.*?<td class="l">20</td>.*?<td class="n">3</td>'
+                     r'<td class="l">yes</td>', page, re.S)

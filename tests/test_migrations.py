@@ -241,9 +241,11 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
     assert "app_0001" in heads and HEAD in heads
 
     _alembic("upgrade", "heads", cwd=user_project, env=env)
-    assert _tables(empty_dsn) == ["pgqueue.attempt_failures", "pgqueue.completed_jobs", "pgqueue.failed_jobs",
-                                  "pgqueue.job_results", "pgqueue.job_stats", "pgqueue.jobs",
-                                  "pgqueue.queues", "pgqueue.schedule_ticks", "pgqueue.schedules",
+    assert _tables(empty_dsn) == ["pgqueue.attempt_failures", "pgqueue.batch_members", "pgqueue.batches",
+                                  "pgqueue.completed_jobs", "pgqueue.dependent_jobs", "pgqueue.failed_jobs",
+                                  "pgqueue.job_dependencies", "pgqueue.job_results", "pgqueue.job_stats",
+                                  "pgqueue.jobs", "pgqueue.partitions", "pgqueue.queues", "pgqueue.schedule_ticks",
+                                  "pgqueue.schedules",
                                   "pgqueue.unique_keys", "pgqueue.workers", "public.alembic_version", "public.orders"]
     # One history, the application's: pgqueue's revision is recorded next to the user's.
     assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]

@@ -151,7 +151,7 @@ def test_prune_results_deletes_expired_results_and_the_attempts_of_jobs_gone(con
     conn.execute(b"update pgqueue.job_results set expires_at = now() - interval '1 second'")
     conn.execute(b"update pgqueue.attempt_failures set failed_at = now() - interval '2 days'")
     assert rows(conn, "select * from pgqueue.prune_results(86400, 100)") == [
-        {"results_deleted": 1, "attempts_deleted": 1}]
+        {"results_deleted": 1, "attempts_deleted": 1, "links_deleted": 0}]
     assert scalar(conn, "select count(*) from pgqueue.job_results") == 0
     assert [a["job_id"] for a in rows(conn, "select job_id from pgqueue.attempt_failures")] == [live["id"]]
     with pytest.raises(errors.InvalidParameterValue, match="batch must be >= 1"):

@@ -379,11 +379,29 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select pgqueue.progress(%s, %s, 2, null)", (again[0]["id"], again[0]["token"]), refused=True)
             call("select * from pgqueue.job_state(%s)", (held[0]["id"],))
             call("select * from pgqueue.prune_results(0, 100)")
+            _call_dependency_functions(call)  # the same revision
         _call_debounce(conn, call)
         _call_adaptive(conn, call)
+        _call_partition_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
+
+
+def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): partitioned jobs, per-partition limits, an override, the
+    partitioned path of reserve (allowances, buckets, turns) and the status."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.partition_status(text)') is not null"):
+        return
+    for partition in ("a", "b", "a"):
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": partition}),))
+    call("select pgqueue.enqueue_many(%s)", (Jsonb([envelope("parts") | {"partition": "b"}]),))
+    call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("parts") | {"partition": 1}),), refused=True)
+    call("select pgqueue.set_partition_limits('parts', 1, 10, 1, 5, true)")
+    call("select pgqueue.set_partition_limit('parts', 'b', 2, 20, 1, null, 3)")
+    call("select * from pgqueue.reserve(array['parts'], 5, 60)")
+    call("select * from pgqueue.partition_status('parts')")
+    call("select pgqueue.prune_partitions(100)")
 
 
 def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
@@ -393,12 +411,28 @@ def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> 
                         " double precision)') is not null"):
         return
     for _ in range(2):
-        call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, 60)", (Jsonb(envelope("d")),))
-    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'd'")
-    call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, null)", (Jsonb(envelope("d")),))
-    call("select * from pgqueue.enqueue_debounced(%s, '', 5, null)", (Jsonb(envelope("d")),), refused=True)
-    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'd'")
-    call("select * from pgqueue.reserve(array['d'], 2, 60)")
+        call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, 60)", (Jsonb(envelope("deb")),))
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'deb'")
+    call("select * from pgqueue.enqueue_debounced(%s, 'dk', 5, null)", (Jsonb(envelope("deb")),))
+    call("select * from pgqueue.enqueue_debounced(%s, '', 5, null)", (Jsonb(envelope("deb")),), refused=True)
+    conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'deb'")
+    call("select * from pgqueue.reserve(array['deb'], 2, 60)")
+
+
+def _call_dependency_functions(call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 26 §2): a child released by its parent's ack, one cancelled by its
+    parent's failure (the trigger), a batch counted and its callback released, and the reads."""
+    ids = [call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("d")),))[0]["enqueue"] for _ in range(5)]
+    call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[2]], [ids[0]]))
+    call("select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([ids[3]], [ids[1]]))
+    call("select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [ids[0], ids[1]], ids[4]))
+    tokens = {str(r["id"]): r["token"] for r in call("select * from pgqueue.reserve(array['d'], 2, 60)")}
+    call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([ids[0]], [tokens.get(str(ids[0]))]))
+    call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[1], tokens.get(str(ids[1]))))
+    call("select * from pgqueue.parent_results(%s)", (ids[2],))
+    call("select * from pgqueue.batch_state(%s)", (ids[4],))
+    call("select * from pgqueue.batch_results(%s)", (ids[4],))
+    call("select * from pgqueue.job_family(%s)", (ids[0],))
 
 
 def _installed(conn: Conn) -> set[str]:

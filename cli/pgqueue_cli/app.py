@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import json
 import logging
@@ -31,7 +32,7 @@ import pgqueue
 from pgqueue import limits
 from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
-from pgqueue_cli import observe, render, supervisor
+from pgqueue_cli import observe, partitions, render, supervisor
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -651,7 +652,7 @@ def queue_resume(queue: QueueName, dsn: Dsn = None, debug: Debug = False) -> Non
 
 @app.command("queue:limit", short_help="Set a queue's global concurrency and rate limits.")
 @reports_errors
-def queue_limit(
+def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     queue: QueueName,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", metavar="N", max=limits.MAX_SQL_INTEGER,
@@ -666,15 +667,42 @@ def queue_limit(
         "--adaptive", metavar="MIN:MAX",
         help="Make the concurrency limit adaptive: halved when a handler reports backpressure, never below "
         "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again.")] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Remove every limit.")] = False,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every limit (with --partition: its override).")
+                     ] = False,
+    per_partition_concurrency: Annotated[int | None, typer.Option(
+        "--per-partition-concurrency", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="At most N jobs of each partition reserved at once.")] = None,
+    per_partition_rate: Annotated[str | None, typer.Option(
+        "--per-partition-rate", metavar="RATE", help="At most this many reservations of each partition per period.")
+    ] = None,
+    per_partition_burst: Annotated[int | None, typer.Option(
+        "--per-partition-burst", metavar="N", max=limits.MAX_SQL_INTEGER,
+        help="Each partition's rate bucket (default: the rate per period).")] = None,
+    fair: Annotated[bool | None, typer.Option(
+        "--fair/--no-fair", help="Serve the queue's partitions in turn, by weight, even without limits.")] = None,
+    partition: Annotated[str | None, typer.Option(
+        "--partition", metavar="NAME", help="Set this partition's override instead: --concurrency, --rate, --burst "
+        "and --weight apply to it alone (what is not given: the queue's per-partition value).")] = None,
+    weight: Annotated[int | None, typer.Option(
+        "--weight", metavar="N", help="With --partition: its fair share weight, 1 to 1000 (default 1).")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Set the global limits of a queue, enforced by the database for every worker on every
     host, changed live. A limit not given keeps its current value; --clear removes them all.
-    Without options, shows the current limits."""
-    if clear and (concurrency is not None or rate is not None or burst is not None or adaptive is not None):
-        fail("--clear removes every limit: give it alone", EXIT_CONFIG)
+    The --per-partition-* limits apply to each partition of the queue on its own (jobs dispatched
+    with a partition); --partition NAME sets one partition's override. Without options, shows the
+    current limits."""
+    options = partitions.PartitionOptions(partition, per_partition_concurrency, per_partition_rate,
+                                          per_partition_burst, fair, weight)
+    if clear and (concurrency is not None or rate is not None or burst is not None or options.queue_wide()
+                  or weight is not None or adaptive is not None):
+        fail("--clear removes the limits: give it alone (or with --partition)", EXIT_CONFIG)
+    if partition is not None:
+        if adaptive is not None:
+            fail("--adaptive applies to the whole queue's concurrency: not with --partition", EXIT_CONFIG)
+        _partition_limit(queue, options, concurrency, rate, burst, clear, dsn)
+        return
     rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
     bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
     found = target(dsn)
@@ -694,11 +722,39 @@ def queue_limit(
                     keep, count, period, bucket, held = None, None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
                                    rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
-                                   adaptive=held if adaptive is None else bounds, connection=name)
+                                   adaptive=held if adaptive is None else bounds, connection=name,
+                                   fair=False if clear else None)
+                current = {c.queue: c for c in await q.controls(name)}.get(queue)
+            if options.queue_wide():
+                await partitions.set_queue_wide(q, queue, options, current, name)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             return current
 
-    typer.echo(render.limits(queue, asyncio.run(limit())))
+    control = asyncio.run(limit())
+    typer.echo(render.limits(queue, control) + render.partition_limits(control))
+
+
+def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,
+                     rate: str | None, burst: int | None, clear: bool, dsn: str | None) -> None:
+    """``queue:limit QUEUE --partition NAME ...``: set (or, with --clear, remove) one partition's override."""
+    if options.queue_wide():
+        fail("--partition sets one partition's override: give --concurrency, --rate, --burst or --weight, "
+             "not the --per-partition-* options or --fair", EXIT_CONFIG)
+    found = target(dsn)
+
+    async def limit() -> None:
+        async with found.client() as q:
+            assert options.partition is not None
+            await q.set_partition_limit(queue, options.partition, concurrency=concurrency, rate=rate, burst=burst,
+                                        weight=options.weight, connection=found.connection.name)
+
+    if not clear and concurrency is None and rate is None and burst is None and options.weight is None:
+        fail("--partition: give --concurrency, --rate, --burst or --weight (or --clear to remove its override)",
+             EXIT_CONFIG)
+    asyncio.run(limit())
+    what = "removed" if clear else ", ".join(f"{k} {v}" for k, v in (
+        ("concurrency", concurrency), ("rate", rate), ("burst", burst), ("weight", options.weight)) if v is not None)
+    typer.echo(f"partition {options.partition!r} of queue {queue!r}: override {what}")
 
 
 _Parsed = TypeVar("_Parsed")
@@ -726,19 +782,43 @@ def queue_status(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table (with --watch: one line each).")
                        ] = False,
+    by_partition: Annotated[bool, typer.Option(
+        "--partitions", help="Per partition instead: running, waiting, delayed, its limits and weight.")] = False,
+    queue: Annotated[str | None, typer.Option("--queue", metavar="QUEUE", help="With --partitions: only this queue.")
+                     ] = None,
+    top: Annotated[int, typer.Option("--top", metavar="N", help="With --partitions: the N busiest of each queue.")
+                   ] = 50,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Per queue: ready, delayed, reserved, expired leases, failed, age of the oldest ready job, and the
-    jobs finished over the last 1, 5 and 15 minutes (from pgqueue.job_stats)."""
+    jobs finished over the last 1, 5 and 15 minutes (from pgqueue.job_stats). With --partitions: per
+    partition of each queue (pgqueue.partition_status)."""
     if not interval > 0:
         fail(f"--interval must be > 0 seconds, got {interval:g}", EXIT_CONFIG)
     found = target(dsn)
+    if by_partition:
+        _partition_status(found, queue, top, as_json)
+        return
     try:
         asyncio.run(_status(found, watch, interval, as_json))
     except KeyboardInterrupt:
         if not watch:
             raise
+
+
+def _partition_status(found: Target, queue: str | None, top: int, as_json: bool) -> None:
+    async def read() -> str:
+        async with found.client() as client:
+            name = found.connection.name
+            if not as_json:
+                return await partitions.status(client, name, queue, top)
+            names = [queue] if queue is not None else sorted({s.queue for s in await client.stats(name)})
+            return json.dumps({n: [dataclasses.asdict(p) for p in await client.partitions(n, limit=top,
+                                                                                         connection=name)]
+                               for n in names}, indent=2)
+
+    typer.echo(asyncio.run(read()))
 
 
 async def _status(found: Target, watch: bool, interval: float, as_json: bool) -> None:
@@ -939,7 +1019,10 @@ def _status_text(status: pgqueue.JobStatus) -> str:
                          ("result", json.dumps(status.result) if status.has_result else None),
                          ("result kept until", status.result_expires_at), ("failure", status.failure_id),
                          ("reason", status.reason), ("message", status.message),
-                         ("progress", None if status.progress is None else json.dumps(status.progress))):
+                         ("progress", None if status.progress is None else json.dumps(status.progress)),
+                         ("waits for (parents)", ", ".join(map(str, status.parents)) or None),
+                         ("waited for by (children)", ", ".join(map(str, status.children)) or None),
+                         ("batch", status.batch_id)):
         if value is not None:
             lines.append(f"  {label}: {value}")
     if status.errors:
@@ -962,9 +1045,9 @@ def job_show(
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
-    """Show where a job is (waiting, delayed, running, succeeded, failed, cancelled; unknown when
-    pgqueue holds nothing of it), its times, its result when kept and every failed attempt
-    (pgqueue.job_state)."""
+    """Show where a job is (waiting, blocked, delayed, running, succeeded, failed, cancelled; unknown
+    when pgqueue holds nothing of it), its times, its result when kept, every failed attempt, the
+    jobs it waits for, the jobs still waiting for it and its batch (pgqueue.job_state)."""
     wanted = _job_id(job_id)
     found = target(dsn)
 

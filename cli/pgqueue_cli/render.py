@@ -111,6 +111,10 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "concurrency": c.concurrency if c else None,
             "rate_limit": c.rate_limit if c else None,
             "rate_period": c.rate_period if c else None,
+            "per_partition_concurrency": c.partition_concurrency if c else None,
+            "per_partition_rate_limit": c.partition_rate_limit if c else None,
+            "per_partition_rate_period": c.partition_rate_period if c else None,
+            "fair": c.fair if c else False,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
     return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
@@ -139,6 +143,7 @@ async def status(client: Client, connection: str) -> str:
     for control in controls:
         if control.concurrency is not None or control.rate_limit is not None:
             text += "\n" + limits(control.queue, control)
+        text += partition_limits(control)
     return text
 
 
@@ -153,6 +158,22 @@ def limits(name: str, control: QueueControl | None) -> str:
         parts.append(f"rate {format_rate(control.rate_limit, control.rate_period)}, "
                      f"burst {control.rate_limit if control.burst is None else control.burst}")
     return f"limits of queue {name!r}: " + (", ".join(parts) if parts else "none")
+
+
+def partition_limits(control: QueueControl | None) -> str:
+    """One line: the limits every partition of the queue gets (empty when none)."""
+    if control is None:
+        return ""
+    parts = []
+    if control.partition_concurrency is not None:
+        parts.append(f"concurrency {control.partition_concurrency}")
+    if control.partition_rate_limit is not None and control.partition_rate_period is not None:
+        burst = control.partition_rate_limit if control.partition_burst is None else control.partition_burst
+        parts.append(f"rate {format_rate(control.partition_rate_limit, control.partition_rate_period)}, "
+                     f"burst {burst}")
+    if control.fair:
+        parts.append("fair shares")
+    return f"\nper partition of queue {control.queue!r}: " + ", ".join(parts) if parts else ""
 
 
 def _stamp(moment: datetime) -> str:

@@ -44,12 +44,37 @@ UPGRADE = (
     "functions/ack_results/0009.sql",
     "functions/store_result/0009.sql",
     "functions/job_attempts/0009.sql",
+    "functions/job_family/0009.sql",  # issue 26 §2, read by job_state
     "functions/job_state/0009.sql",
     "functions/prune_results/0009.sql",
     "functions/progress/0009.sql",
     # issue 28: debounce
     "functions/enqueue_debounced/0009.sql",
-    # issue 28: adaptive limits
+    # issue 28: partitions (the rule first: the functions after it call it)
+    "functions/partition_problem/0009.sql",
+    "functions/partition_limits_problem/0009.sql",
+    "functions/envelope_problem/0009.sql",
+    "functions/enqueue/0009.sql",
+    "functions/enqueue_many/0009.sql",
+    "functions/retry_failed/0009.sql",
+    "functions/retry_failed_all/0009.sql",
+    "functions/set_partition_limits/0009.sql",
+    "functions/set_partition_limit/0009.sql",
+    "functions/partition_status/0009.sql",
+    "functions/partition_allowance/0009.sql",
+    "functions/reserve_partitions/0009.sql",  # called by reserve 0009 (issue 29's, above)
+    "functions/next_due/0009.sql",
+    "functions/prune_partitions/0009.sql",
+    # issue 26: dependencies and batches
+    "functions/never/0009.sql",
+    "functions/jobs_ended/0009.sql",
+    "functions/add_dependencies/0009.sql",
+    "functions/add_batch/0009.sql",
+    "functions/parent_results/0009.sql",
+    "functions/clear/0009.sql",
+    "functions/batch_state/0009.sql",
+    "functions/batch_results/0009.sql",
+    # issue 28: adaptive limits (ack also calls jobs_ended, above)
     "functions/adaptive_acked/0009.sql",
     "functions/ack/0009.sql",
     "functions/backpressure/0009.sql",
@@ -65,8 +90,16 @@ DOWNGRADE = (
     # issue 26: results
     "functions/fail/0005.sql",
     "functions/release/0005.sql",
-    # issue 28: ack without the adaptive window
+    # issue 28: partitions
+    "functions/envelope_problem/0002.sql",
+    "functions/enqueue/0008.sql",
+    "functions/enqueue_many/0008.sql",
+    "functions/retry_failed/0002.sql",
+    "functions/retry_failed_all/0008.sql",
+    "functions/next_due/0004.sql",
+    # issue 26: dependencies and batches; issue 28: adaptive limits (ack without either)
     "functions/ack/0005.sql",
+    "functions/clear/0008.sql",
 )
 
 

@@ -18,6 +18,8 @@ domain, each in its module:
   (the worker's hot path) and a handler's transaction carrying its ack;
 - :mod:`~pgqueue.store.failed`: the failure records;
 - :mod:`~pgqueue.store.results`: results kept, every failed attempt kept, a job's state, progress;
+- :mod:`~pgqueue.store.dependencies`: jobs enqueued with what they wait for (parents, a batch),
+  their parents' results, a batch's progress and members, a job's family;
 - :mod:`~pgqueue.store.control`: queue controls and status;
 - :mod:`~pgqueue.store.maintenance`: table statistics, VACUUM, pruning;
 - :mod:`~pgqueue.store.history`: ``pgqueue.job_stats`` read as rows, windows and buckets;
@@ -39,12 +41,14 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.store.control import (
     CancelOutcome,
     ControlStatements,
+    PartitionStatus,
     QueueControl,
     QueueStats,
     queue_paused_on,
     queue_stats_on,
 )
 from pgqueue.store.dashboard import DashboardStatements, FailureSearch, JobSearch, Listener, QueueCounts, ScannedPage
+from pgqueue.store.dependencies import BatchLink, BatchState, DependencyStatements, Link, Wait
 from pgqueue.store.dispatch import UNIQUE_ATTEMPTS, DebouncedDispatch, DispatchStatements, UniqueDispatch
 from pgqueue.store.failed import FailedStatements, record_failure_on
 from pgqueue.store.history import HistoryStatements, JobStatsRow, Throughput, ThroughputBucket
@@ -82,7 +86,7 @@ from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatem
 
 class Store(DispatchStatements, ScheduleStatements, ReservationStatements, FailedStatements, ControlStatements,
             MaintenanceStatements, HistoryStatements, DashboardStatements, TestingStatements,
-            WorkerStatements, ResultStatements):
+            WorkerStatements, ResultStatements, DependencyStatements):
     """Typed access to pgqueue's tables through one connection pool (autocommit connections)."""
 
     __slots__ = ("_pool",)
@@ -94,13 +98,17 @@ class Store(DispatchStatements, ScheduleStatements, ReservationStatements, Faile
 __all__ = [
     "UNIQUE_ATTEMPTS",
     "AckBatch",
+    "BatchLink",
+    "BatchState",
     "CancelOutcome",
     "DebouncedDispatch",
     "DispatchedJob",
     "FailureSearch",
     "JobSearch",
     "JobStatsRow",
+    "Link",
     "Listener",
+    "PartitionStatus",
     "QueueControl",
     "QueueCounts",
     "QueueStats",
@@ -114,6 +122,7 @@ __all__ = [
     "Throughput",
     "ThroughputBucket",
     "UniqueDispatch",
+    "Wait",
     "WorkerIdentity",
     "ack_in_transaction",
     "ack_in_transaction_sync",

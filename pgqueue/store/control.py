@@ -52,8 +52,32 @@ class QueueControl:
     rate_limit: int | None
     rate_period: float | None
     burst: int | None = None
+    #: Issue 28: the limits every partition of the queue gets (pgqueue.set_partition_limits), None: none;
+    #: ``fair``: its partitions are served in turn even without limits.
+    partition_concurrency: int | None = None
+    partition_rate_limit: int | None = None
+    partition_rate_period: float | None = None
+    partition_burst: int | None = None
+    fair: bool = False
     adaptive_min: int | None = None
     adaptive_max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One partition of a queue (``pgqueue.partition_status``, issue 28): its jobs running (reserved,
+    lease live), waiting (ready now) and delayed, and the limits reserve applies to it (its override,
+    else the queue's per-partition values; None: none), its fair share weight, whether overridden."""
+
+    partition: str
+    running: int
+    waiting: int
+    delayed: int
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period: float | None
+    weight: int
+    overridden: bool
 
 
 async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]:
@@ -112,6 +136,25 @@ class ControlStatements(Pooled):
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
                 await conn.execute(query("set_adaptive_limit"), (queue, low, high))
+
+    async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
+                                   rate_period: float | None, burst: int | None, fair: bool) -> None:
+        """Set (None: clear) the limits every partition of ``queue`` gets, and fair shares (issue 28)."""
+        with storage_errors(f"setting the partition limits of queue {queue!r}"):
+            await self._run("set_partition_limits", (queue, concurrency, rate_limit, rate_period, burst, fair))
+
+    async def set_partition_limit(self, queue: str, partition: str, concurrency: int | None,  # one per column
+                                  rate_limit: int | None, rate_period: float | None, burst: int | None,
+                                  weight: int | None) -> None:
+        """Set (all None: remove) one partition's override of ``queue`` (issue 28)."""
+        with storage_errors(f"setting the limits of partition {partition!r} of queue {queue!r}"):
+            await self._run("set_partition_limit", (queue, partition, concurrency, rate_limit, rate_period, burst,
+                                                    weight))
+
+    async def partition_status(self, queue: str, limit: int) -> list[PartitionStatus]:
+        """The partitions of ``queue`` (at most ``limit``, busiest first), from ``pgqueue.partition_status``."""
+        with storage_errors(f"reading the partitions of queue {queue!r}"):
+            return [PartitionStatus(*row) for row in await self._rows("partition_status", (queue, limit))]
 
     async def queue_controls(self) -> list[QueueControl]:
         """Every queue's controls (paused, limits), by queue name; queues never controlled are absent."""

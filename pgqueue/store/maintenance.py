@@ -56,6 +56,11 @@ class MaintenanceStatements(Pooled):
         row = await self._row("prune_ticks_and_keys", (batch,))
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
+    async def prune_partitions(self, batch: int) -> int:
+        """Issue 28: delete one batch of ``pgqueue.partitions`` rows without an override whose bucket
+        is full again; returns how many."""
+        return int(await self._value("prune_partitions", (batch,)) or 0)
+
 
 # Statements that must run on a dedicated session (a session advisory lock, VACUUM outside a
 # transaction) rather than on a pooled connection: they take the connection.

@@ -94,8 +94,9 @@ class ResultStatements(Pooled):
         ``note``: JSON text); False if the fence refused."""
         return bool(await self._value("progress", (job_id, token, fraction, note)))
 
-    async def prune_results(self, attempts_retention: float, batch: int) -> tuple[int, int]:
-        """Delete at most ``batch`` expired results and ``batch`` failed attempts of jobs gone for
-        ``attempts_retention`` seconds; returns how many of each."""
+    async def prune_results(self, attempts_retention: float, batch: int) -> tuple[int, int, int]:
+        """Delete at most ``batch`` expired results, ``batch`` failed attempts of jobs gone for
+        ``attempts_retention`` seconds and ``batch`` dependency rows and batches of jobs gone as
+        long; returns how many of each."""
         row = await self._row("prune_results", (attempts_retention, batch))
-        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+        return (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))

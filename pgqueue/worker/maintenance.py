@@ -188,9 +188,9 @@ class Maintenance:
         retention, in batches (as :meth:`prune`); returns how many of each were deleted."""
         results = attempts = 0
         for _ in range(PRUNE_BATCHES):
-            r, a = await self._store.prune_results(self.history_retention, PRUNE_BATCH)
+            r, a, links = await self._store.prune_results(self.history_retention, PRUNE_BATCH)
             results, attempts = results + r, attempts + a
-            if r < PRUNE_BATCH and a < PRUNE_BATCH:
+            if r < PRUNE_BATCH and a < PRUNE_BATCH and links < PRUNE_BATCH:
                 break
         if results or attempts:
             logger.info("pgqueue: pruned %d expired results and %d failed attempts of jobs that are gone",
@@ -211,6 +211,9 @@ class Maintenance:
         if ticks or keys:
             logger.info("pgqueue: pruned %d rows of pgqueue.schedule_ticks and %d of pgqueue.unique_keys that no "
                         "guarantee needs any more", ticks, keys)
+        for _ in range(PRUNE_BATCHES):  # issue 28: the buckets of partitions that are full again
+            if await self._store.prune_partitions(PRUNE_BATCH) < PRUNE_BATCH:
+                break
         return ticks, keys
 
     async def vacuum(self, health: TableHealth) -> bool:

@@ -48,6 +48,8 @@ create table pgqueue.jobs (
     -- (the trigger jobs_debounce_reserved drops it); debounce_until: the latest it may be pushed to.
     debounce_key  text,
     debounce_until timestamptz,
+    partition     text,                                     -- issue 28: the job's partition; null: none
+    has_dependents boolean    not null default false,       -- issue 26: jobs wait for it or a batch counts it
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -62,7 +64,10 @@ create table pgqueue.jobs (
         or (unique_scope in ('queued', 'active') and unique_key is not null
             and length(unique_key) between 1 and 1000)),
     constraint jobs_snoozes_non_negative check (snoozes >= 0),
-    constraint jobs_debounce_key check (debounce_key is null or octet_length(debounce_key) between 1 and 1000)
+    constraint jobs_debounce_key check (debounce_key is null or octet_length(debounce_key) between 1 and 1000),
+    -- issue 28: 1 to 200 characters, no control, format or invisible one (limits.QUEUE_NAME_REFUSED)
+    constraint jobs_partition check (partition is null or (length(partition) between 1 and 200
+        and partition !~ '[\u0001-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'))
 ) with (
     -- The table is a conveyor belt: every row is inserted, updated once or twice and
     -- deleted within seconds, so its live size is small while dead tuples pile up at
@@ -85,6 +90,13 @@ create index jobs_reservation_idx on pgqueue.jobs (queue, priority, available_at
 -- The two partial unique indexes are the whole enforcement of unique keys: pgqueue.enqueue_unique
 -- inserts with ON CONFLICT DO NOTHING, so concurrent producers of one key give exactly one row.
 -- Jobs without a key (unique_key null) are in neither index.
+-- issue 28: only partitioned jobs are in these: reserve walks a partitioned queue partition by
+-- partition with the first, and counts a partition's running jobs with the second.
+create index jobs_partition_idx on pgqueue.jobs (queue, priority, partition, available_at)
+    where partition is not null;
+create index jobs_partition_running_idx on pgqueue.jobs (queue, partition, available_at)
+    where token is not null and partition is not null;
+
 create unique index jobs_unique_queued_idx on pgqueue.jobs (unique_key)
     where unique_scope = 'queued' and token is null;
 create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
@@ -97,6 +109,10 @@ comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';
 comment on column pgqueue.jobs.progress is
     'pgqueue: the running handler''s last progress report (pgqueue.progress): fraction, note, attempt, at.';
+comment on column pgqueue.jobs.partition is
+    'pgqueue: the job''s partition (dispatch partition= or the job type''s partition_by); null: none.';
+comment on column pgqueue.jobs.has_dependents is
+    'pgqueue: jobs wait for this one or a batch counts it: its end goes through pgqueue.jobs_ended.';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 
@@ -114,10 +130,11 @@ create table pgqueue.failed_jobs (
     failed_at   timestamptz not null default now(),
     worker      text,                   -- issue 26: the worker whose attempt failed (host:pid); null when decided in SQL
     duration    double precision,       -- issue 26: that attempt's handler run time, seconds
+    partition   text generated always as (envelope->>'partition') stored,  -- issue 28: the job's partition
     constraint failed_jobs_reason check (reason in (
         'exception', 'attempts_exhausted', 'deadline_passed',
         'lease_expired_after_final_attempt', 'payload_invalid', 'unknown_job', 'failed_by_handler', 'cancelled',
-        'result_invalid'))  -- issue 26: result_invalid
+        'result_invalid', 'dependency_failed'))  -- issue 26: result_invalid, dependency_failed
 );
 
 create index failed_jobs_failed_at_idx on pgqueue.failed_jobs (failed_at desc);
@@ -191,6 +208,21 @@ create table pgqueue.queues (
     rate_refilled_at timestamptz      not null default now(),
     updated_at       timestamptz      not null default now(),
     rate_burst       integer,
+    -- issue 28: the limits every partition of the queue gets (pgqueue.set_partition_limits), whether
+    -- it is served partition by partition, and the partition served last (the next round starts after it).
+    partition_concurrency integer,
+    partition_rate_limit  integer,
+    partition_rate_period interval,
+    partition_rate_burst  integer,
+    partition_fair        boolean not null default false,
+    partitioned           boolean not null default false,
+    partition_cursor      text,
+    partition_credit      integer not null default 0,
+    constraint queues_partition_concurrency check (partition_concurrency is null or partition_concurrency >= 1),
+    constraint queues_partition_rate check ((partition_rate_limit is null) = (partition_rate_period is null)
+        and (partition_rate_limit is null or partition_rate_limit >= 1)
+        and (partition_rate_period is null or partition_rate_period > interval '0')
+        and (partition_rate_burst is null or (partition_rate_burst >= 1 and partition_rate_limit is not null))),
     -- issue 28: adaptive limits (pgqueue.set_adaptive_limit): concurrency moves within these bounds.
     adaptive_min     integer,
     adaptive_max     integer,
@@ -353,3 +385,86 @@ create table pgqueue.job_results (
 create index job_results_expires_at_idx on pgqueue.job_results (expires_at);
 comment on table pgqueue.job_results is
     'pgqueue: results of succeeded jobs (result_ttl). May hold business data: restrict access.';
+
+-- issue 28: partitions
+-- One row per partition that has an override (pgqueue.set_partition_limit: its own concurrency,
+-- rate or weight) or a token bucket in use (written by reserve, for a partition under a rate).
+create table pgqueue.partitions (
+    queue            text             not null,
+    partition        text             not null,
+    concurrency      integer,          -- override of the queue's partition_concurrency; null: the queue's
+    rate_limit       integer,          -- override of the queue's partition rate (with rate_period, rate_burst)
+    rate_period      interval,
+    rate_burst       integer,
+    weight           integer,          -- its fair share weight; null: 1
+    rate_tokens      double precision, -- the bucket: tokens left at rate_refilled_at; null: full
+    rate_refilled_at timestamptz,
+    updated_at       timestamptz      not null default now(),
+    primary key (queue, partition),
+    constraint partitions_concurrency check (concurrency is null or concurrency >= 1),
+    constraint partitions_rate check ((rate_limit is null) = (rate_period is null)
+        and (rate_limit is null or rate_limit >= 1)
+        and (rate_period is null or rate_period > interval '0')
+        and (rate_burst is null or (rate_burst >= 1 and rate_limit is not null))),
+    constraint partitions_weight check (weight is null or weight between 1 and 1000)
+);
+comment on table pgqueue.partitions is
+    'pgqueue: per-partition overrides (concurrency, rate, weight) and token buckets. Change overrides only through pgqueue.set_partition_limit.';
+-- issue 26: dependencies and batches
+-- What waits for what: one row per (parent, child) whose parent has not ended yet; the row goes
+-- when the parent ends (pgqueue.jobs_ended), so the table holds only waits still open.
+create table pgqueue.job_dependencies (
+    parent_id uuid not null,
+    child_id  uuid not null,
+    primary key (parent_id, child_id)
+);
+create index job_dependencies_child_id_idx on pgqueue.job_dependencies (child_id);
+comment on table pgqueue.job_dependencies is
+    'pgqueue: open waits: the child job runs once every parent listed here has ended (succeeded, or by its policy).';
+-- Each job dispatched with parents (pgqueue.add_dependencies): all its parents, how many it still
+-- waits for (a row lock serialises the parents' ends: the last one releases it, exactly once), what
+-- a failed parent does to it, and when it is due once released (its dispatch delay). While it
+-- waits its jobs row has available_at = pgqueue.never() (9999-01-01), which no reservation and no
+-- next_due reaches. Kept after the job ends until pgqueue.prune_results finds the job gone
+-- (for the history's retention).
+create table pgqueue.dependent_jobs (
+    job_id            uuid        primary key,
+    parents           uuid[]      not null,
+    waiting_on        integer     not null,
+    on_parent_failure text        not null,
+    available_at      timestamptz not null,
+    created_at        timestamptz not null default now(),
+    released_at       timestamptz,
+    constraint dependent_jobs_on_parent_failure check (on_parent_failure in ('cancel', 'run')),
+    constraint dependent_jobs_waiting_on check (waiting_on >= 0)
+);
+create index dependent_jobs_created_at_idx on pgqueue.dependent_jobs (created_at);
+comment on table pgqueue.dependent_jobs is
+    'pgqueue: jobs dispatched with parents: every parent, how many are still open, the failure policy, when released.';
+-- A batch: its members' ends are counted here (one row, updated in the statement that ends each
+-- member; the update that brings pending to 0 releases the callback, exactly once).
+create table pgqueue.batches (
+    id          uuid        primary key,
+    callback_id uuid        not null,               -- the job that runs once every member has ended
+    total       integer     not null,
+    pending     integer     not null,               -- members not ended yet
+    succeeded   integer     not null default 0,
+    failed      integer     not null default 0,
+    cancelled   integer     not null default 0,     -- cancelled, or dependency_failed
+    created_at  timestamptz not null default now(),
+    finished_at timestamptz,                        -- when the last member ended (the callback's release)
+    constraint batches_counts check (pending >= 0 and pending + succeeded + failed + cancelled = total)
+);
+create index batches_callback_id_idx on pgqueue.batches (callback_id);
+create index batches_finished_at_idx on pgqueue.batches (finished_at);
+create table pgqueue.batch_members (
+    job_id   uuid primary key,
+    batch_id uuid not null,
+    outcome  text,                                  -- null until the member ends: succeeded, failed, cancelled
+    constraint batch_members_outcome check (outcome in ('succeeded', 'failed', 'cancelled'))
+);
+create index batch_members_batch_id_idx on pgqueue.batch_members (batch_id);
+comment on table pgqueue.batches is
+    'pgqueue: batches (pgqueue.add_batch): members ended so far by outcome, and the callback released when none is pending.';
+comment on table pgqueue.batch_members is
+    'pgqueue: the members of each batch and how each ended (null: not yet).';

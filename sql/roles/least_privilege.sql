@@ -183,6 +183,29 @@ alter function pgqueue.job_attempts(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.progress(uuid, bigint, double precision, jsonb)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: partitions
+alter function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.partition_status(text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_partitions(integer)
+    security definer set search_path = pg_catalog, pg_temp;
+-- issue 26: dependencies and batches (pgqueue.jobs_ended runs inside the functions that end an
+-- attempt, as their owner, and is granted to nobody: no role can release a child by itself)
+alter function pgqueue.add_dependencies(uuid[], uuid[], text)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.add_batch(uuid, uuid[], uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.parent_results(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.batch_state(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.batch_results(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.job_family(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -205,6 +228,15 @@ grant execute on function
     pgqueue.progress(uuid, bigint, double precision, jsonb)
 to pgqueue_worker;
 grant select on pgqueue.attempt_failures, pgqueue.job_results to pgqueue_operator;
+-- issue 26: dependencies and batches. A producer dispatches jobs with what they wait for; a worker's
+-- handler reads its parents' results and its batch; all three may follow a batch and a job's family.
+grant execute on function pgqueue.add_dependencies(uuid[], uuid[], text), pgqueue.add_batch(uuid, uuid[], uuid)
+to pgqueue_producer;
+grant execute on function pgqueue.parent_results(uuid), pgqueue.batch_state(uuid), pgqueue.batch_results(uuid),
+    pgqueue.job_family(uuid), pgqueue.never()
+to pgqueue_producer, pgqueue_worker, pgqueue_operator;
+grant select on pgqueue.job_dependencies, pgqueue.dependent_jobs, pgqueue.batches, pgqueue.batch_members
+to pgqueue_operator;
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),
@@ -263,3 +295,11 @@ grant select on pgqueue.queues, pgqueue.schedules, pgqueue.schedule_ticks to pgq
 grant select on pgqueue.job_stats, pgqueue.completed_jobs to pgqueue_operator;
 -- issue 29: the registered workers (hosts, pids, queues, held job ids: no job data).
 grant select on pgqueue.workers to pgqueue_operator;
+-- issue 28: partitions (limits, overrides and per-partition counts: no job data).
+grant execute on function
+    pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean),
+    pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer),
+    pgqueue.partition_status(text)
+to pgqueue_operator;
+grant select on pgqueue.partitions to pgqueue_operator;
+grant execute on function pgqueue.prune_partitions(integer) to pgqueue_worker;

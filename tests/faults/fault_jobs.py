@@ -219,3 +219,20 @@ class PressedSpanJob(Job):
             await conn.execute(b"insert into fault_spans (n, event) values (%s, 'end')", (self.n,))
         if pressed:
             raise Backpressure(f"job {self.n}: the downstream is overloaded", retry_after=0.05)
+
+
+class BatchCallbackJob(Job):
+    """A batch's callback (issue 26): records its execution and the batch's counts as it read them
+    (``fault_echo``, text 'batch')."""
+
+    name = "faults:batch-callback"
+
+    async def handle(self, context: JobContext) -> None:
+        await append(context)
+        state = await context.batch()
+        counts = None if state is None else {"total": state.total, "pending": state.pending,
+                                             "succeeded": state.succeeded, "failed": state.failed,
+                                             "cancelled": state.cancelled}
+        async with await psycopg.AsyncConnection.connect(_ledger_dsn(), autocommit=True) as conn:
+            await conn.execute(b"insert into fault_echo (job_id, queue, text, data) values (%s, %s, 'batch', %s)",
+                               (context.id, context.queue, Jsonb(counts)))

@@ -169,6 +169,58 @@ async def test_a_rate_limit_of_20_per_second_holds_within_its_burst_over_10_seco
     print(f"rate 20/s burst 20: most reservations in any 10 s window {worst} (limit 220); first 10 s: {first_10s}")
 
 
+async def test_four_workers_keep_every_partition_within_its_concurrency_and_rate(
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,
+        fault_report: FaultReport) -> None:
+    """Issue 28: per-partition limits are decided in reserve, so they hold across worker processes:
+    no partition ever runs more than its limit at once (an override included), and no partition
+    is granted more than rate * T + burst reservations in any window of T seconds."""
+    _execute(ledger_dsn, SPANS_DDL)
+    _execute(ledger_dsn, "create table fault_partitions (n integer primary key, partition text not null)")
+    await producer.set_limits("tenants", per_partition_concurrency=2, per_partition_rate="10/s")
+    await producer.set_partition_limit("tenants", "tenant:big", concurrency=4, rate="20/s")
+    limits = {"tenant:big": 4} | {f"tenant:{t}": 2 for t in range(4)}
+    per_partition = 25
+    partition_of: dict[Any, str] = {}
+    for k, partition in enumerate(limits):
+        numbers = range(k * per_partition, (k + 1) * per_partition)
+        handles = await producer.dispatch_many([SpanJob(n=n, work=0.05) for n in numbers], queue="tenants",
+                                               partition=partition)
+        partition_of.update(dict.fromkeys(handles, partition))
+        _execute(ledger_dsn, "insert into fault_partitions select n, '" + partition + "' from generate_series("
+                 f"{numbers[0]}, {numbers[-1]}) n")
+    jobs = per_partition * len(limits)
+    workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=10, queues="tenants")
+               for _ in range(4)]
+    await wait_until(lambda: int(scalar(ledger_dsn, "select count(*) from pgqueue.jobs")) == 0, within=120,
+                     what="the partitioned queue is drained", fleet=fleet)
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [w.wait(30) for w in workers] == [0, 0, 0, 0], fleet.logs()[-3000:]
+    spans = _rows(ledger_dsn, "select p.partition, s.at, s.event from fault_spans s join fault_partitions p using (n)")
+    assert len(spans) == 2 * jobs
+    peaks = {partition: most_at_once([(at, event) for p, at, event in spans if p == partition])
+             for partition in limits}
+    assert all(peaks[p] <= limits[p] for p in limits), peaks
+    assert peaks["tenant:big"] > 2  # its override, not the queue's 2
+    # Rates: in every window of T seconds that starts at a grant, at most rate * T + burst grants.
+    rates = {"tenant:big": 20} | {f"tenant:{t}": 10 for t in range(4)}
+    times: dict[str, list[float]] = {p: [] for p in limits}
+    for job_id, at in _rows(ledger_dsn, "select job_id, extract(epoch from at)::float8 from fault_grants"):
+        times[partition_of[job_id]].append(float(at))
+    for partition, seen in times.items():
+        seen.sort()
+        assert len(seen) == per_partition
+        for i, start in enumerate(seen):
+            for j in range(i, len(seen)):
+                assert j - i + 1 <= rates[partition] * (seen[j] - start) + rates[partition] + 1e-6, (partition, seen)
+    print(f"4 workers x concurrency 10, per-partition limits {limits}: most running at once {peaks}")
+    fault_report.rows.append({"fault": "4 workers x concurrency 10, per-partition limit 2 (override 4)",
+                              "injected": 0, "dispatched": jobs, "completed": jobs, "failed": 0, "lost": 0,
+                              "duplicate_acks": 0, "stale_acks": 0, "reruns": 0,
+                              "most_running_at_once": max(peaks.values())})
+
+
 @pytest.mark.slow
 async def test_kill_9_with_effects_through_context_transaction_commits_each_effect_exactly_once(
         ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,

@@ -1,4 +1,5 @@
-"""Queues: each queue's controls (paused, concurrency and rate limits), with pause / resume and limits.
+"""Queues: each queue's controls (paused, concurrency and rate limits), with pause / resume and limits,
+and the busiest partitions of each queue with per-partition limits or fair shares (issue 28, read only).
 
 The controls are rows of ``pgqueue.queues``, set through the public API (``Client.pause``,
 ``resume``, ``set_limits``): the reservation function enforces them for every worker, so the
@@ -15,8 +16,12 @@ from starlette.routing import BaseRoute, Route
 from pgqueue import QueueConfigurationError, QueueControl, format_rate, parse_rate
 from pgqueue.dashboard.core import Dashboard, NavItem
 from pgqueue.dashboard.counting import count_queues
+from pgqueue.store import PartitionStatus, Store
 
 NAV = NavItem("Queues", "/queues", "queues")
+
+#: The partitions shown per queue served by partition, busiest first.
+PARTITIONS_SHOWN = 10
 
 # pgqueue.queues.concurrency is an integer column.
 MAX_CONCURRENCY = 2_147_483_647
@@ -58,6 +63,13 @@ def queue_of(form: FormData) -> str:
     return queue
 
 
+async def partition_tables(store: Store, controls: list[QueueControl]) -> list[tuple[QueueControl,
+                                                                                  list[PartitionStatus]]]:
+    """The busiest partitions of each queue with per-partition limits or fair shares (issue 28)."""
+    return [(c, await store.partition_status(c.queue, PARTITIONS_SHOWN)) for c in controls
+            if c.fair or c.partition_concurrency is not None or c.partition_rate_limit is not None]
+
+
 def _kept(current: QueueControl | None, rated: bool, *, cleared: bool) -> tuple[int | None, tuple[int, int] | None]:
     """The form has no burst or adaptive fields: the burst and the adaptive bounds set from the CLI,
     Python or SQL, kept (the burst only with a rate; Clear removes both)."""
@@ -77,10 +89,10 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         controls = await store.queue_controls()
         # The overview's counts, computed the same way, so the two pages agree.
         counted = await count_queues(dash, also=[c.queue for c in controls])
-        by_queue = {c.queue: c for c in controls}
+        by_queue, partitions = {c.queue: c for c in controls}, await partition_tables(store, controls)
         rows = [(q.queue, by_queue.get(q.queue), cells) for q, cells in counted.rows]
         return dash.render(request, "queues.html", page="queues", rows=rows, rate_text=rate_text,
-                           cap=dash.options.count_cap)
+                           cap=dash.options.count_cap, partitions=partitions, format_rate=format_rate)
 
     async def pause(request: Request) -> Response:
         async def run(form: FormData) -> str:

@@ -7,6 +7,9 @@
 -- reservation to starting the handler (p_waits; the queue latency is then the time from the
 -- attempt's due time to its reservation, plus that wait); null when unknown. With p_keep a
 -- copy of each acked job goes to pgqueue.completed_jobs in the same statement.
+-- Issue 26: an acked job marked has_dependents (jobs wait for it, or a batch counts it) goes on to
+-- pgqueue.jobs_ended in the same transaction, which releases its children and counts it in its
+-- batch; for every other job the ack reads one more boolean of the row it deletes.
 -- issue 28: adaptive limits. A queue with an adaptive limit (pgqueue.set_adaptive_limit) counts
 -- its accepted acks; once as many as its current limit were acked since the limit last moved (a
 -- window of successes), the limit grows by one (never above its maximum; at most one step per
@@ -26,6 +29,7 @@ declare
     v_names text[];
     v_durations double precision[];
     v_latencies double precision[];
+    v_ended uuid[];
 begin
     if cardinality(p_ids) is distinct from cardinality(p_tokens) then
         raise exception 'pgqueue.ack: % ids but % tokens', cardinality(p_ids), cardinality(p_tokens)
@@ -42,7 +46,7 @@ begin
         using unnest(p_ids, p_tokens, p_durations, p_waits) as t(id, token, duration, wait)
         where j.id = t.id and j.token = t.token
         returning j.id, j.token, j.queue, j.envelope, j.attempts, j.created_at, j.due_at, j.reserved_at,
-                  t.duration, extract(epoch from j.reserved_at - j.due_at)::double precision + t.wait as latency
+                  j.has_dependents, t.duration, extract(epoch from j.reserved_at - j.due_at)::double precision + t.wait as latency
     ),
     kept as (
         insert into pgqueue.completed_jobs (job_id, queue, envelope, attempts, created_at, due_at, reserved_at,
@@ -52,10 +56,13 @@ begin
         where p_keep
     )
     select array_agg(d.id), array_agg(d.token), array_agg(d.queue), array_agg(d.envelope->>'name'),
-           array_agg(d.duration), array_agg(d.latency)
-    into v_ids, v_tokens, v_queues, v_names, v_durations, v_latencies
+           array_agg(d.duration), array_agg(d.latency), array_agg(d.id) filter (where d.has_dependents)
+    into v_ids, v_tokens, v_queues, v_names, v_durations, v_latencies, v_ended
     from done d;
     perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
+    if v_ended is not null then
+        perform pgqueue.jobs_ended(v_ended, 'succeeded');
+    end if;
     if v_queues is not null and exists (select from pgqueue.queues q where q.adaptive_min is not null) then
         perform pgqueue.adaptive_acked(v_queues);
     end if;

@@ -12,6 +12,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_count integer;
+    v_ended uuid[];
 begin
     if p_batch is null or p_batch < 1 or p_batch > 10000 then
         raise exception 'pgqueue.delete_matching: batch must be from 1 to 10000 (got %)', p_batch
@@ -26,8 +27,14 @@ begin
         limit p_batch
         for update skip locked
     )
-    delete from pgqueue.jobs j using picked p where j.id = p.id;
-    get diagnostics v_count = row_count;
+    , gone as (
+        delete from pgqueue.jobs j using picked p where j.id = p.id returning j.id, j.has_dependents
+    )
+    select count(*), array_agg(g.id) filter (where g.has_dependents) into v_count, v_ended from gone g;
+    -- Issue 26: a deleted job with dependents ends as cancelled for them (pgqueue.jobs_ended).
+    if v_ended is not null then
+        perform pgqueue.jobs_ended(v_ended, 'cancelled');
+    end if;
     return v_count;
 end
 $$;

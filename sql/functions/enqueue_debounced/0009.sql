@@ -75,7 +75,7 @@ begin
 
     for v_attempt in 1..3 loop
         insert into pgqueue.jobs as j (id, queue, priority, envelope, max_tries, retry_until, available_at,
-                                       debounce_key, debounce_until)
+                                       debounce_key, debounce_until, partition)
         values (v_id,
                 p_envelope->>'queue',
                 coalesce((p_envelope->>'priority')::smallint, 0),
@@ -84,13 +84,15 @@ begin
                 to_timestamp((p_envelope->>'retry_until')::double precision),
                 v_now + make_interval(secs => p_window_seconds),
                 p_key,
-                v_until)
+                v_until,
+                p_envelope->>'partition')  -- issue 28: its partition, checked by envelope_problem
         on conflict (debounce_key) where debounce_key is not null do update
             set envelope = excluded.envelope || jsonb_build_object('id', j.id),
                 queue = excluded.queue,
                 priority = excluded.priority,
                 max_tries = excluded.max_tries,
                 retry_until = excluded.retry_until,
+                partition = excluded.partition,
                 -- least() skips nulls: the earliest deadline any dispatch of the window set.
                 debounce_until = least(j.debounce_until, excluded.debounce_until),
                 available_at = least(excluded.available_at, j.debounce_until, excluded.debounce_until)

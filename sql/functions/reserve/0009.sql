@@ -32,6 +32,9 @@
 -- queue latency pgqueue.job_stats counts up to the reservation, so a worker's metrics count the
 -- same latency (queued_seconds + its own wait until the handler starts) for delayed and retried
 -- jobs alike. Both come from the row the grant already updates: no extra read.
+-- Issue 28: a queue served by partition (per-partition limits, overrides or fair shares:
+-- queues.partitioned) is locked the same way, and its candidates of each priority are picked by
+-- pgqueue.reserve_partitions (each partition within its limits, in weighted round robin).
 -- From psql:  select * from pgqueue.reserve(array['default'], 10, 60, 10);
 --        or:  select * from pgqueue.reserve(array['default'], 10, 60);  (all run at once)
 drop function if exists pgqueue.reserve(text[], integer, double precision);
@@ -60,6 +63,7 @@ declare
     v_running integer;
     v_tokens double precision;
     v_limited boolean;
+    v_partitioned boolean;
     v_doomed_queues text[];
     v_doomed_names text[];
     v_doomed_ids uuid[];
@@ -85,15 +89,17 @@ begin
         exit when v_remaining <= 0;
         v_take := v_remaining;
         v_limited := false;
+        v_partitioned := false;
         select q.* into v_control from pgqueue.queues q where q.name = v_queue;
         if found then
             continue when v_control.paused;
-            if v_control.concurrency is not null or v_control.rate_limit is not null then
+            if v_control.concurrency is not null or v_control.rate_limit is not null or v_control.partitioned then
                 -- Serialise the reservations of a limited queue: the count below then sees
                 -- every grant committed before, and none can be granted beside ours.
                 select q.* into v_control from pgqueue.queues q where q.name = v_queue for update skip locked;
                 continue when not found or v_control.paused;
                 v_limited := true;
+                v_partitioned := v_control.partitioned;
                 if v_control.concurrency is not null then
                     select count(*) into v_running from pgqueue.jobs j
                     where j.queue = v_queue and j.token is not null and j.available_at > v_now;
@@ -118,6 +124,18 @@ begin
         while v_priority is not null and v_take > 0 loop
             -- 1. Lock the candidates: a range of jobs_reservation_idx, oldest due first.
             -- An expired lease of a job still marked prefetched gives its attempt back.
+            if v_partitioned then
+                v_ids := pgqueue.reserve_partitions(v_queue, v_priority, v_take, v_now);
+                v_doomed := false;
+                if cardinality(v_ids) = 0 then
+                    v_ids := null;
+                else
+                    select coalesce(bool_or(j.attempts - (j.prefetched and j.token is not null)::integer
+                                            >= j.max_tries or j.retry_until < v_now), false)
+                    into v_doomed
+                    from pgqueue.jobs j where j.id = any (v_ids);
+                end if;
+            else
             select array_agg(c.id order by c.available_at),
                    coalesce(bool_or(c.attempts - c.refund >= c.max_tries or c.retry_until < v_now), false)
             into v_ids, v_doomed
@@ -130,6 +148,7 @@ begin
                 limit v_take
                 for update skip locked
             ) c;
+            end if;
 
             if v_ids is not null then
                 -- 2. Rarely: candidates that may not run again go to failed_jobs instead.

@@ -1,6 +1,24 @@
 -- pgqueue revision 0009, downgrade to 0008: undoes upgrade.sql and drops the functions 0009 added;
 -- the migration then runs the previous version of each function 0009 replaced.
 
+-- issue 28: partitions (reserve, enqueue, enqueue_many, retry_failed, retry_failed_all and
+-- envelope_problem get their 0008 versions back from the migration, which no longer call these)
+drop function pgqueue.reserve_partitions(text, smallint, integer, timestamptz);
+drop function pgqueue.partition_allowance(text, text, integer, timestamptz);
+drop function pgqueue.prune_partitions(integer);
+drop function pgqueue.partition_status(text);
+drop function pgqueue.set_partition_limit(text, text, integer, integer, double precision, integer, integer);
+drop function pgqueue.set_partition_limits(text, integer, integer, double precision, integer, boolean);
+drop function pgqueue.partition_limits_problem(integer, integer, double precision, integer, integer);
+drop function pgqueue.partition_problem(jsonb);
+drop table pgqueue.partitions;
+alter table pgqueue.queues
+    drop column partition_concurrency, drop column partition_rate_limit, drop column partition_rate_period,
+    drop column partition_rate_burst, drop column partition_fair, drop column partitioned,
+    drop column partition_cursor, drop column partition_credit;
+alter table pgqueue.failed_jobs drop column partition;
+alter table pgqueue.jobs drop column partition;
+
 -- issue 29: reserve returns each grant's due time (its return type changed: 0007's is created again)
 drop function pgqueue.reserve(text[], integer, double precision);
 drop function pgqueue.reserve(text[], integer, double precision, integer);
@@ -18,6 +36,24 @@ drop function if exists pgqueue.debounce_reserved();
 drop index if exists pgqueue.jobs_debounce_idx;
 alter table pgqueue.jobs drop constraint if exists jobs_debounce_key;
 alter table pgqueue.jobs drop column if exists debounce_key, drop column if exists debounce_until;
+-- issue 26: dependencies and batches
+drop function pgqueue.add_dependencies(uuid[], uuid[], text);
+drop function pgqueue.add_batch(uuid, uuid[], uuid);
+drop function pgqueue.jobs_ended(uuid[], text);
+drop function pgqueue.parent_results(uuid);
+drop function pgqueue.batch_state(uuid);
+drop function pgqueue.batch_results(uuid);
+drop function pgqueue.job_family(uuid);
+drop function pgqueue.never();
+drop table pgqueue.batch_members;
+drop table pgqueue.batches;
+drop table pgqueue.dependent_jobs;
+drop table pgqueue.job_dependencies;
+-- Jobs still waiting for parents become ready: 0008 knows no waits.
+update pgqueue.jobs set available_at = now() where available_at >= '9999-01-01 00:00:00+00';
+alter table pgqueue.jobs drop column has_dependents;
+-- Children cancelled for a failed parent become cancelled, the nearest reason 0008 knows.
+update pgqueue.failed_jobs set reason = 'cancelled' where reason = 'dependency_failed';
 -- issue 29: search and bulk actions
 drop function if exists pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);
 drop function if exists pgqueue.delete_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer);

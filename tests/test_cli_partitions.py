@@ -1,0 +1,71 @@
+"""Issue 28 from the command line: queue:limit's per-partition limits and overrides, and
+queue:status --partitions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from tests.cli_support import one_error_line, pgqueue, pgqueue_all
+from tests.helpers import envelope
+
+Conn = psycopg.Connection[Any]
+
+
+def test_per_partition_limits_and_an_override_from_the_command_line(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    for n in range(5):
+        conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope("orders") | {"partition": f"tenant:{n % 2}"}),))
+    limited, override = pgqueue_all(
+        ("queue:limit", "orders", "--per-partition-concurrency", "2", "--per-partition-rate", "10/s", "--dsn", dsn),
+        ("queue:limit", "orders", "--partition", "tenant:big", "--concurrency", "20", "--weight", "3", "--dsn", dsn),
+        cwd=tmp_path)
+    assert limited.returncode == 0, limited.stderr
+    assert "per partition of queue 'orders': concurrency 2, rate 10/s, burst 10" in limited.stdout
+    assert "partition 'tenant:big' of queue 'orders': override concurrency 20, weight 3" in override.stdout
+    # A limit not given keeps its value; the queue's own limits are apart.
+    queue_wide = pgqueue("queue:limit", "orders", "--concurrency", "50", "--dsn", dsn, cwd=tmp_path)
+    assert "limits of queue 'orders': concurrency 50" in queue_wide.stdout
+    assert "per partition of queue 'orders': concurrency 2, rate 10/s, burst 10" in queue_wide.stdout
+    assert conn.execute("select count(*) from pgqueue.reserve(array['orders'], 10, 60)").fetchone() == (4,)
+
+    status, as_json = pgqueue_all(("queue:status", "--partitions", "--dsn", dsn),
+                                  ("queue:status", "--partitions", "--queue", "orders", "--json", "--dsn", dsn),
+                                  cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    lines = {line.split()[0]: line.split() for line in status.stdout.splitlines() if line.startswith("tenant:")}
+    assert lines["tenant:0"][:6] == ["tenant:0", "2", "1", "0", "2", "10/s"]
+    assert lines["tenant:big"][1:] == ["0", "0", "0", "20", "10/s", "3", "yes"]
+    assert "per partition of queue 'orders': concurrency 2, rate 10/s, burst 10" in pgqueue(
+        "queue:status", "--dsn", dsn, cwd=tmp_path).stdout
+    rows = {r["partition"]: r for r in json.loads(as_json.stdout)["orders"]}
+    assert (rows["tenant:1"]["running"], rows["tenant:1"]["waiting"], rows["tenant:1"]["concurrency"]) == (2, 0, 2)
+
+    bad_rate, bad_partition, mixed, cleared = pgqueue_all(
+        ("queue:limit", "orders", "--per-partition-rate", "often", "--dsn", dsn),
+        ("queue:limit", "orders", "--partition", "a\x07b", "--concurrency", "1", "--dsn", dsn),
+        ("queue:limit", "orders", "--partition", "x", "--per-partition-concurrency", "1", "--dsn", dsn),
+        ("queue:limit", "orders", "--clear", "--dsn", dsn), cwd=tmp_path)
+    assert bad_rate.returncode == 2 and "'often' is not a rate" in one_error_line(bad_rate.stderr)
+    assert bad_partition.returncode == 2
+    assert r"partition 'a\u0007b' is not valid" in one_error_line(bad_partition.stderr)
+    assert mixed.returncode == 2 and "--partition sets one partition's override" in one_error_line(mixed.stderr)
+    assert "limits of queue 'orders': none" in cleared.stdout and "per partition" not in cleared.stdout
+    assert conn.execute("select partitioned from pgqueue.queues").fetchone() == (True,)  # the override stays
+
+
+def test_per_partition_options_keep_an_adaptive_limit(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    adaptive, per_partition = pgqueue_all(
+        ("queue:limit", "orders", "--concurrency", "5", "--adaptive", "2:8", "--dsn", dsn),
+        ("queue:limit", "orders", "--per-partition-concurrency", "2", "--dsn", dsn),
+        cwd=tmp_path)
+    assert adaptive.returncode == 0, adaptive.stderr
+    assert per_partition.returncode == 0, per_partition.stderr
+    assert conn.execute("select concurrency, adaptive_min, adaptive_max, partition_concurrency from pgqueue.queues"
+                        " where name = 'orders'").fetchone() == (5, 2, 8, 2)
+    refused = pgqueue("queue:limit", "orders", "--partition", "a", "--adaptive", "2:8", "--dsn", dsn, cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "--adaptive" in one_error_line(refused.stderr)
