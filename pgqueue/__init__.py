@@ -33,9 +33,10 @@ from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set
 from pgqueue.composition import Batch, BatchState, Group
 from pgqueue.config import ConnectionConfig, Settings, load_settings, normalize_dsn
 from pgqueue.context import JobContext, SyncJobContext
-from pgqueue.control import QueueControl, format_rate, parse_rate
+from pgqueue.control import QueueControl, format_rate, parse_adaptive, parse_rate
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
+    Backpressure,
     JobFailedError,
     JobResultTimeout,
     QueueConfigurationError,
@@ -61,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Attempt",
     "Backoff",
+    "Backpressure",
     "Batch",
     "BatchState",
     "Client",
@@ -106,6 +108,7 @@ __all__ = [
     "job",
     "load_settings",
     "normalize_dsn",
+    "parse_adaptive",
     "parse_rate",
     "prepare_database",
     "registered_jobs",

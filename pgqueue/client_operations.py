@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgqueue.config import ConnectionConfig, Settings
-from pgqueue.control import Rate, check_limits, check_partition_limits, rate_of
+from pgqueue.control import Rate, check_adaptive, check_limits, check_partition_limits, rate_of
 from pgqueue.errors import QueueConfigurationError, QueueRetryError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, registered_jobs
@@ -211,7 +211,8 @@ class ClientOperations:
                          rate_limit: int | None = None, rate_period: float | None = None,
                          burst: int | None = None, per_partition_concurrency: int | None = None,
                          per_partition_rate: Rate | None = None, per_partition_burst: int | None = None,
-                         fair: bool | None = None, connection: str | None = None) -> None:
+                         fair: bool | None = None, adaptive: tuple[int, int] | None = None,
+                         connection: str | None = None) -> None:
         """Set a queue's global limits, enforced by the database for all workers on all hosts.
 
         ``concurrency``: at most this many jobs of the queue reserved at once; ``rate_limit`` per
@@ -227,8 +228,14 @@ class ClientOperations:
         ``fair=True`` serves its partitions in turn even without limits. These four are left as they
         are unless one of them is given; then all four are set (None clears). See
         :meth:`set_partition_limit` for one partition's override.
+
+        ``adaptive=(min, max)`` makes the concurrency limit adaptive (AIMD): a handler's backpressure
+        (:class:`~pgqueue.Backpressure`, ``context.backpressure()``) halves it, never below ``min``; each
+        window of as many acks as the current limit grows it by one, never above ``max``. It starts at
+        ``concurrency`` (clamped into the bounds), or at ``min``. None (the default): not adaptive.
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
+        check_adaptive(adaptive)
         partitioned = any(v is not None for v in (per_partition_concurrency, per_partition_rate,
                                                   per_partition_burst, fair))
         count, period = rate_of(per_partition_rate)
@@ -238,7 +245,7 @@ class ClientOperations:
         name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
         store = await self._store(config)
         await store.set_limits(name, concurrency, rate_limit, None if rate_period is None else float(rate_period),
-                               burst)
+                               burst, None if adaptive is None else (adaptive[0], adaptive[1]))
         if partitioned:
             await store.set_partition_limits(name, per_partition_concurrency, count, period, per_partition_burst,
                                              bool(fair))

@@ -116,6 +116,11 @@ class SyncJobContext:
         """Run the job again after ``delay`` seconds without using up a try (see :meth:`JobContext.snooze`)."""
         self._call(lambda: self._context.snooze(delay))
 
+    def backpressure(self, retry_after: float = 1.0) -> None:
+        """The downstream is overloaded: run again later without using up a try, halving the queue's
+        adaptive limit (see :meth:`JobContext.backpressure`)."""
+        self._call(lambda: self._context.backpressure(retry_after))
+
     def ack(self) -> None:
         """Remove the job without running it further (it counts as done)."""
         self._call(self._context.ack)

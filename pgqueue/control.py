@@ -13,7 +13,7 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import MAX_SQL_INTEGER, shown
 from pgqueue.store import CancelOutcome, QueueControl
 
-__all__ = ["CancelOutcome", "QueueControl", "Rate", "format_rate", "parse_rate"]
+__all__ = ["CancelOutcome", "QueueControl", "Rate", "format_rate", "parse_adaptive", "parse_rate"]
 
 #: A rate as the Python API takes it: ``"100/s"`` (:func:`parse_rate`) or ``(100, 1.0)``
 #: (reservations, period in seconds).
@@ -36,6 +36,35 @@ def parse_rate(text: str) -> tuple[int, float]:
             f"rate {shown(text)} is not a rate: write a whole number from 1 to {MAX_SQL_INTEGER} per period, e.g. "
             "100/s, 20/min, 500/h or 5/2s; the limits were not changed")
     return int(match.group(1)), count * _PERIODS[match.group(3)]
+
+
+def parse_adaptive(text: str) -> tuple[int, int]:
+    """``"2:50"`` -> ``(2, 50)``: the bounds of an adaptive concurrency limit (``MIN:MAX``), checked
+    as :func:`check_adaptive` checks them."""
+    low, sep, high = text.partition(":")
+    if not sep or not low.strip().isdigit() or not high.strip().isdigit() \
+            or len(low.strip()) > 10 or len(high.strip()) > 10:
+        raise QueueConfigurationError(
+            f"adaptive limit {shown(text)} is not MIN:MAX: write two whole numbers, e.g. 2:50 (from 2 up to 50 "
+            "jobs at once); the limits were not changed")
+    bounds = (int(low), int(high))
+    check_adaptive(bounds)
+    return bounds
+
+
+def check_adaptive(adaptive: object) -> None:
+    """Refuse adaptive bounds ``pgqueue.set_adaptive_limit`` would refuse: a pair ``(min, max)`` of
+    whole numbers with 1 <= min <= max (nothing is changed)."""
+    if adaptive is None:
+        return
+    if not isinstance(adaptive, tuple | list) or len(adaptive) != 2 or not all(_whole(b) for b in adaptive):
+        raise QueueConfigurationError(
+            f"adaptive must be a pair (min, max) of whole numbers from 1 to {MAX_SQL_INTEGER}, got {adaptive!r}; "
+            "the limits were not changed")
+    if adaptive[0] > adaptive[1]:
+        raise QueueConfigurationError(
+            f"adaptive limit: min {adaptive[0]} is above max {adaptive[1]} (the limit moves between them); "
+            "the limits were not changed")
 
 
 def format_rate(limit: int, period: float) -> str:

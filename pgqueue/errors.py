@@ -67,3 +67,15 @@ class JobFailedError(QueueResultError):
 
 class JobResultTimeout(QueueResultError, TimeoutError):
     """The awaited job did not end within the timeout (it goes on; wait again or check its status)."""
+
+
+class Backpressure(Exception):  # a signal a handler raises, not an error of pgqueue's
+    """Raised by a handler whose downstream is overloaded (a 429, a full pool): the job runs again
+    after ``retry_after`` seconds WITHOUT using up a try, and the queue's adaptive concurrency limit
+    (``set_limits(adaptive=(min, max))``) is halved, in one fenced statement (``pgqueue.backpressure``).
+    Same as ``await context.backpressure(retry_after)``. A ``retry_after`` past the job's
+    ``retry_until`` deadline retries the job as an error would (the limit is still halved)."""
+
+    def __init__(self, message: str = "the downstream is overloaded", *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -43,6 +43,7 @@ class Decisions(Protocol):
 
     async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str: ...
 
+    async def backpressure(self, job_id: uuid.UUID, token: int, delay: float) -> str: ...
 
 
 class JobContext:
@@ -216,6 +217,22 @@ class JobContext:
                 f"job {self._id}: snooze({delay}) refused — the job would be due after its retry_until "
                 "deadline; nothing was changed (fail or release it instead)"
             )
+
+    async def backpressure(self, retry_after: float = 1.0) -> None:
+        """The downstream is overloaded: run the job again after ``retry_after`` seconds WITHOUT using
+        up a try, and halve the queue's adaptive concurrency limit (if it has one), in one fenced
+        statement. ``raise Backpressure(retry_after=...)`` does the same. Like :meth:`snooze`, a delay
+        past the ``retry_until`` deadline raises QueueRetryError and leaves the job as it is (the limit
+        is halved all the same)."""
+        self._claim("backpressure", "backpressured")
+        outcome = await self._decisions.backpressure(self._id, self._token, float(retry_after))
+        if outcome == "not_yours":
+            raise self._refused("backpressure")
+        if outcome == "past_deadline":
+            self._decided = None
+            raise QueueRetryError(
+                f"job {self._id}: backpressure(retry_after={retry_after}) could not put the job back — it would "
+                "be due after its retry_until deadline; the queue's limit was lowered, the job is unchanged")
 
     async def ack(self) -> None:
         """Remove the job without running it further (it counts as done)."""
@@ -433,6 +450,11 @@ class JobContext:
             return False
         self._decided = decision
         return True
+
+    def forget_decision(self, decision: str) -> None:
+        """For the worker: ``decision`` could not be carried out (a database error), so none was taken."""
+        if self._decided == decision:
+            self._decided = None
 
     def mark_cancelled(self) -> None:
         """For the worker: the handler was stopped (time limit, lost lease, forced stop)."""

@@ -53,6 +53,8 @@ _OUTCOME_METRICS = {
     "succeeded": ("pgqueue_jobs_succeeded", "Jobs whose handler returned (acked)."),
     "retried": ("pgqueue_jobs_retried", "Attempts that failed and were released for a retry."),
     "snoozed": ("pgqueue_jobs_snoozed", "Attempts the handler snoozed (no try used)."),
+    "backpressured": ("pgqueue_jobs_backpressured", "Attempts that met the downstream's backpressure (put back, "
+                      "no try used; the queue's adaptive limit halved)."),
     "failed": ("pgqueue_jobs_failed", "Jobs moved to pgqueue.failed_jobs, by reason."),
     "cancelled": ("pgqueue_jobs_cancelled", "Running handlers stopped because their job was cancelled."),
 }
@@ -219,6 +221,14 @@ def _queue_gauges(snap: Snapshot) -> Iterator[Metric]:
     for queue, values in sorted(snap["depth"].items()):
         paused.add_metric([queue], values.get("paused", 0.0))
     yield paused
+    limit = GaugeMetricFamily("pgqueue_queue_concurrency_limit", "The queue's current concurrency limit "
+                              "(pgqueue.queues; an adaptive limit moves with backpressure and acks), sampled with "
+                              "the depth; absent: no limit (other: the sum over the queues past the cap).",
+                              labels=["queue"])
+    for queue, values in sorted(snap["depth"].items()):
+        if "concurrency_limit" in values:
+            limit.add_metric([queue], values["concurrency_limit"])
+    yield limit
     in_flight = GaugeMetricFamily("pgqueue_jobs_in_flight", "Jobs the workers exported here hold now, per queue: "
                                   "running (a handler runs it) or buffered (reserved, waiting in the prefetch "
                                   "buffer for a slot).", labels=["queue", "state"])

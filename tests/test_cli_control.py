@@ -63,3 +63,21 @@ def test_pause_resume_and_limits_show_in_status(dsn: str, conn: Conn, tmp_path: 
     assert conn.execute("select count(*) from pgqueue.reserve(array['reports'], 5, 60)").fetchone() == (1,)
     status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
     assert "paused:" not in status.stdout and "limits of" not in status.stdout
+
+
+def test_queue_limit_adaptive_sets_keeps_and_turns_off_the_bounds(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    """issue 28: queue:limit NAME --adaptive MIN:MAX; bad bounds exit 2 naming the option and store nothing."""
+    bad = pgqueue_all(*[("queue:limit", "api", "--adaptive", text, "--dsn", dsn) for text in ("5:2", "0:3", "x")],
+                      cwd=tmp_path)
+    assert [b.returncode for b in bad] == [2, 2, 2]
+    assert all("--adaptive:" in one_error_line(b.stderr) for b in bad)
+    assert conn.execute("select count(*) from pgqueue.queues").fetchone() == (0,)
+    made = pgqueue("queue:limit", "api", "--concurrency", "10", "--adaptive", "2:50", "--dsn", dsn, cwd=tmp_path)
+    assert "limits of queue 'api': concurrency 10 (adaptive 2:50, now 10)" in made.stdout, made.stderr
+    kept = pgqueue("queue:limit", "api", "--rate", "100/s", "--dsn", dsn, cwd=tmp_path)
+    assert "concurrency 10 (adaptive 2:50, now 10), rate 100/s" in kept.stdout, kept.stderr
+    status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
+    off = pgqueue("queue:limit", "api", "--adaptive", "off", "--dsn", dsn, cwd=tmp_path)
+    assert "limits of queue 'api': concurrency 10 (adaptive 2:50, now 10)" in status.stdout
+    assert "limits of queue 'api': concurrency 10, rate 100/s" in off.stdout
+    assert conn.execute("select adaptive_min, adaptive_max from pgqueue.queues").fetchone() == (None, None)

@@ -55,3 +55,17 @@ def test_per_partition_limits_and_an_override_from_the_command_line(dsn: str, co
     assert mixed.returncode == 2 and "--partition sets one partition's override" in one_error_line(mixed.stderr)
     assert "limits of queue 'orders': none" in cleared.stdout and "per partition" not in cleared.stdout
     assert conn.execute("select partitioned from pgqueue.queues").fetchone() == (True,)  # the override stays
+
+
+def test_per_partition_options_keep_an_adaptive_limit(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    adaptive, per_partition = pgqueue_all(
+        ("queue:limit", "orders", "--concurrency", "5", "--adaptive", "2:8", "--dsn", dsn),
+        ("queue:limit", "orders", "--per-partition-concurrency", "2", "--dsn", dsn),
+        cwd=tmp_path)
+    assert adaptive.returncode == 0, adaptive.stderr
+    assert per_partition.returncode == 0, per_partition.stderr
+    assert conn.execute("select concurrency, adaptive_min, adaptive_max, partition_concurrency from pgqueue.queues"
+                        " where name = 'orders'").fetchone() == (5, 2, 8, 2)
+    refused = pgqueue("queue:limit", "orders", "--partition", "a", "--adaptive", "2:8", "--dsn", dsn, cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "--adaptive" in one_error_line(refused.stderr)

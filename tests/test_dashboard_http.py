@@ -556,8 +556,15 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         await opened.set_limits("reports", rate_limit=5, rate_period=1, burst=2)
         await post("/queues/limits", queue="reports", concurrency="", rate="7/s")
         assert [c.burst for c in await opened.controls() if c.queue == "reports"] == [2]
+        # issue 28: an adaptive limit shows its bounds and survives the form; Clear removes it.
+        await opened.set_limits("reports", concurrency=6, adaptive=(2, 9))
+        assert "adaptive 2:9" in (await web.get("/queues")).text
+        await post("/queues/limits", queue="reports", concurrency="5", rate="")
+        assert [(c.concurrency, c.adaptive_min, c.adaptive_max) for c in await opened.controls()
+                if c.queue == "reports"] == [(5, 2, 9)]
         assert "cleared+the+limits" in await post("/queues/limits", queue="reports", clear="1", concurrency="9")
         assert control_row(dsn, "reports") == (False, None, None, None)
+        assert [c.adaptive_min for c in await opened.controls() if c.queue == "reports"] == [None]
         # A queue with no jobs yet can be controlled ahead of its first dispatch.
         await post("/queues/pause", queue="later")
         assert control_row(dsn, "later") == (True, None, None, None)

@@ -131,3 +131,25 @@ async def test_the_paused_gauge_is_sampled_from_the_queue_controls(client: Clien
     capped = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder(max_queues=2))
               if name == "pgqueue_queue_paused"}
     assert capped == {"busy": 0, "empty": 1, "other": 2}
+
+
+async def test_the_concurrency_limit_gauge_follows_the_adaptive_limit(client: Client, dsn: str) -> None:
+    """issue 28: pgqueue_queue_concurrency_limit, sampled from pgqueue.queues; absent without a limit."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("api"), envelope("plain")])
+    await client.set_limits("api", concurrency=8, adaptive=(2, 8))
+    await client.set_limits("fixed", concurrency=3)
+    await client.pause("paused")  # a row without a limit
+    limit = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder())
+             if name == "pgqueue_queue_concurrency_limit"}
+    assert limit == {"api": 8, "fixed": 3}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [(job_id, token)] = conn.execute("select id, token from pgqueue.reserve(array['api'], 1, 60)").fetchall()
+        assert conn.execute("select pgqueue.backpressure(%s, %s, 0)", (job_id, token)).fetchone() == ("backpressured",)
+    limit = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder())
+             if name == "pgqueue_queue_concurrency_limit"}
+    assert limit == {"api": 4, "fixed": 3}
+    # Past the cap: other holds the sum of the rest's limits.
+    capped = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder(max_queues=1))
+              if name == "pgqueue_queue_concurrency_limit"}
+    assert capped == {"api": 4, "other": 3}

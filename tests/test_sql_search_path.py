@@ -381,6 +381,7 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.prune_results(0, 100)")
             _call_dependency_functions(call)  # the same revision
         _call_debounce(conn, call)
+        _call_adaptive(conn, call)
         _call_partition_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
@@ -416,6 +417,8 @@ def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> 
     call("select * from pgqueue.enqueue_debounced(%s, '', 5, null)", (Jsonb(envelope("deb")),), refused=True)
     conn.execute(b"update pgqueue.jobs set available_at = now() - interval '1 second' where queue = 'deb'")
     call("select * from pgqueue.reserve(array['deb'], 2, 60)")
+
+
 def _call_dependency_functions(call: Callable[..., list[dict[str, object]]]) -> None:
     """Revision 0009 (issue 26 §2): a child released by its parent's ack, one cancelled by its
     parent's failure (the trigger), a batch counted and its callback released, and the reads."""
@@ -474,3 +477,20 @@ def test_at_revision_0001_the_same_look_alikes_ran_with_the_owners_rights(empty_
         finally:
             conn.execute(b"drop schema hijack cascade")
             conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
+
+
+def _call_adaptive(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0009 (issue 28): adaptive limits: bounds set (and refused), an ack growing the limit
+    (pgqueue.adaptive_acked), a backpressure cutting it (and refused with a bad delay)."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.backpressure(uuid, bigint, double precision)')"
+                        " is not null"):
+        return
+    call("select pgqueue.set_adaptive_limit('ad', 1, 4)")
+    call("select pgqueue.set_adaptive_limit('ad', 5, 4)", refused=True)
+    for _ in range(3):
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("ad")),))
+    held = call("select * from pgqueue.reserve(array['ad'], 1, 60)")
+    call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([held[0]["id"]], [held[0]["token"]]))
+    held = call("select * from pgqueue.reserve(array['ad'], 1, 60)")
+    call("select pgqueue.backpressure(%s, %s, -1)", (held[0]["id"], held[0]["token"]), refused=True)
+    call("select pgqueue.backpressure(%s, %s, 5)", (held[0]["id"], held[0]["token"]))

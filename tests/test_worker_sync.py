@@ -161,3 +161,6 @@ class _NoDecisions:
 
     async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
         return "snoozed"
+
+    async def backpressure(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        return "backpressured"

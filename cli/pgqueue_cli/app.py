@@ -19,8 +19,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -662,6 +663,10 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         "--burst", metavar="N", max=limits.MAX_SQL_INTEGER,
         help="The rate's bucket: at most N reservations at once after a quiet spell "
         "(default: the rate per period, e.g. 100 for 100/s).")] = None,
+    adaptive: Annotated[str | None, typer.Option(
+        "--adaptive", metavar="MIN:MAX",
+        help="Make the concurrency limit adaptive: halved when a handler reports backpressure, never below "
+        "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again.")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove every limit (with --partition: its override).")
                      ] = False,
     per_partition_concurrency: Annotated[int | None, typer.Option(
@@ -691,31 +696,34 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     options = partitions.PartitionOptions(partition, per_partition_concurrency, per_partition_rate,
                                           per_partition_burst, fair, weight)
     if clear and (concurrency is not None or rate is not None or burst is not None or options.queue_wide()
-                  or weight is not None):
+                  or weight is not None or adaptive is not None):
         fail("--clear removes the limits: give it alone (or with --partition)", EXIT_CONFIG)
     if partition is not None:
+        if adaptive is not None:
+            fail("--adaptive applies to the whole queue's concurrency: not with --partition", EXIT_CONFIG)
         _partition_limit(queue, options, concurrency, rate, burst, clear, dsn)
         return
-    try:
-        rate_limit = None if rate is None else pgqueue.parse_rate(rate)
-    except pgqueue.QueueConfigurationError as exc:
-        fail(f"--rate: {exc}", EXIT_CONFIG)
+    rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
+    bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
         async with found.client() as q:
             name = found.connection.name
             current = {c.queue: c for c in await q.controls(name)}.get(queue)
-            if clear or concurrency is not None or rate_limit is not None or burst is not None:
+            if clear or concurrency is not None or rate_limit is not None or burst is not None \
+                    or adaptive is not None:
                 # A limit not given keeps its current value.
                 keep = current.concurrency if current else None
                 count, period = rate_limit or ((current.rate_limit, current.rate_period) if current else (None, None))
                 bucket = current.burst if current else None
+                held = _adaptive_of(current)
                 if clear:
-                    keep, count, period, bucket = None, None, None, None
+                    keep, count, period, bucket, held = None, None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
                                    rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
-                                   connection=name, fair=False if clear else None)
+                                   adaptive=held if adaptive is None else bounds, connection=name,
+                                   fair=False if clear else None)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             if options.queue_wide():
                 await partitions.set_queue_wide(q, queue, options, current, name)
@@ -747,6 +755,24 @@ def _partition_limit(queue: str, options: partitions.PartitionOptions, concurren
     what = "removed" if clear else ", ".join(f"{k} {v}" for k, v in (
         ("concurrency", concurrency), ("rate", rate), ("burst", burst), ("weight", options.weight)) if v is not None)
     typer.echo(f"partition {options.partition!r} of queue {queue!r}: override {what}")
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _parsed(option: str, parse: Callable[[str], _Parsed], text: str | None) -> _Parsed | None:
+    """``parse(text)`` (None when the option was not given); a refusal exits naming the option."""
+    try:
+        return None if text is None else parse(text)
+    except pgqueue.QueueConfigurationError as exc:
+        fail(f"{option}: {exc}", EXIT_CONFIG)
+
+
+def _adaptive_of(control: pgqueue.QueueControl | None) -> tuple[int, int] | None:
+    """The adaptive bounds a queue has now (None: a fixed limit, or none)."""
+    if control is None or control.adaptive_min is None or control.adaptive_max is None:
+        return None
+    return control.adaptive_min, control.adaptive_max
 
 
 @app.command("queue:status", short_help="Job counts and throughput per queue.")

@@ -35,6 +35,7 @@ async def set_queue_wide(client: Client, queue: str, options: PartitionOptions,
             and current.partition_rate_period is not None:
         rate = pgqueue.format_rate(current.partition_rate_limit, current.partition_rate_period)
     keep = current or pgqueue.QueueControl(queue, False, None, None, None)
+    held = None if keep.adaptive_min is None or keep.adaptive_max is None else (keep.adaptive_min, keep.adaptive_max)
     await client.set_limits(
         queue, concurrency=keep.concurrency, rate_limit=keep.rate_limit, rate_period=keep.rate_period,
         burst=keep.burst,
@@ -43,7 +44,7 @@ async def set_queue_wide(client: Client, queue: str, options: PartitionOptions,
         per_partition_rate=rate,
         per_partition_burst=keep.partition_burst if options.per_partition_burst is None
         else options.per_partition_burst,
-        fair=keep.fair if options.fair is None else options.fair, connection=connection)
+        fair=keep.fair if options.fair is None else options.fair, adaptive=held, connection=connection)
 
 
 def partitions_table(queue: str, rows: list[pgqueue.PartitionStatus]) -> str:

@@ -151,7 +151,9 @@ def limits(name: str, control: QueueControl | None) -> str:
     """One line: a queue's global limits (``queue:limit``, ``queue:status``)."""
     parts = []
     if control is not None and control.concurrency is not None:
-        parts.append(f"concurrency {control.concurrency}")
+        adaptive = "" if control.adaptive_min is None else \
+            f" (adaptive {control.adaptive_min}:{control.adaptive_max}, now {control.concurrency})"
+        parts.append(f"concurrency {control.concurrency}{adaptive}")
     if control is not None and control.rate_limit is not None and control.rate_period is not None:
         parts.append(f"rate {format_rate(control.rate_limit, control.rate_period)}, "
                      f"burst {control.rate_limit if control.burst is None else control.burst}")

@@ -68,13 +68,17 @@ UPGRADE = (
     # issue 26: dependencies and batches
     "functions/never/0009.sql",
     "functions/jobs_ended/0009.sql",
-    "functions/ack/0009.sql",
     "functions/add_dependencies/0009.sql",
     "functions/add_batch/0009.sql",
     "functions/parent_results/0009.sql",
     "functions/clear/0009.sql",
     "functions/batch_state/0009.sql",
     "functions/batch_results/0009.sql",
+    # issue 28: adaptive limits (ack also calls jobs_ended, above)
+    "functions/adaptive_acked/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/backpressure/0009.sql",
+    "functions/set_adaptive_limit/0009.sql",
 )
 
 # The downgrade to pgqueue_0008: undo the table changes and drop the functions this revision
@@ -93,7 +97,7 @@ DOWNGRADE = (
     "functions/retry_failed/0002.sql",
     "functions/retry_failed_all/0008.sql",
     "functions/next_due/0004.sql",
-    # issue 26: dependencies and batches
+    # issue 26: dependencies and batches; issue 28: adaptive limits (ack without either)
     "functions/ack/0005.sql",
     "functions/clear/0008.sql",
 )

@@ -41,7 +41,9 @@ class QueueControl:
     ``concurrency``: at most this many jobs of the queue reserved at once, across all workers;
     ``rate_limit`` per ``rate_period`` seconds: at most that many reservations. None: no limit.
     ``burst``: the rate's token bucket capacity, the most reservations granted at once; None:
-    the default, ``rate_limit`` (the rate per period).
+    the default, ``rate_limit`` (the rate per period). ``adaptive_min``, ``adaptive_max``: the
+    bounds of an adaptive limit (``concurrency`` is then its current value, halved by backpressure
+    and grown by acks); None: not adaptive.
     """
 
     queue: str
@@ -57,6 +59,8 @@ class QueueControl:
     partition_rate_period: float | None = None
     partition_burst: int | None = None
     fair: bool = False
+    adaptive_min: int | None = None
+    adaptive_max: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +86,11 @@ async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]
     return [QueueStats(*row) for row in await cur.fetchall()]
 
 
-async def queue_paused_on(conn: psycopg.AsyncConnection[Any]) -> dict[str, bool]:
-    """Whether each queue with a row in ``pgqueue.queues`` is paused, on ``conn`` (the metrics' depth
-    sampler); a queue without a row is not paused."""
+async def queue_paused_on(conn: psycopg.AsyncConnection[Any]) -> dict[str, tuple[bool, int | None]]:
+    """Whether each queue with a row in ``pgqueue.queues`` is paused, and its current concurrency
+    limit (None: none), on ``conn`` (the metrics' depth sampler); a queue without a row is neither."""
     cur = await conn.execute(query("queue_paused"))
-    return {name: bool(paused) for name, paused in await cur.fetchall()}
+    return {name: (bool(paused), limit) for name, paused, limit in await cur.fetchall()}
 
 
 class ControlStatements(Pooled):
@@ -122,11 +126,16 @@ class ControlStatements(Pooled):
             return bool(await self._value("resume", (queue,)))
 
     async def set_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,
-                         rate_period: float | None, burst: int | None = None) -> None:
-        """Set (None: clear) the global concurrency and rate limits of ``queue`` and the rate's
-        burst (None: the rate per period)."""
+                         rate_period: float | None, burst: int | None = None,
+                         adaptive: tuple[int, int] | None = None) -> None:
+        """Set (None: clear) the global concurrency and rate limits of ``queue``, the rate's
+        burst (None: the rate per period) and the bounds of an adaptive limit (None: not adaptive;
+        ``concurrency`` is where it starts), in one transaction."""
+        low, high = adaptive if adaptive is not None else (None, None)
         with storage_errors(f"setting the limits of queue {queue!r}"):
-            await self._run("set_limits", (queue, concurrency, rate_limit, rate_period, burst))
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
+                await conn.execute(query("set_adaptive_limit"), (queue, low, high))
 
     async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
                                    rate_period: float | None, burst: int | None, fair: bool) -> None:

@@ -161,6 +161,11 @@ class ReservationStatements(Pooled):
         """Fenced snooze: 'snoozed', 'not_yours' or 'past_deadline'."""
         return str(await self._value("snooze", (job_id, token, delay)))
 
+    async def backpressure(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        """Fenced backpressure (issue 28): the job back after ``delay`` seconds, its try given back,
+        its queue's adaptive limit halved: 'backpressured', 'not_yours' or 'past_deadline'."""
+        return str(await self._value("backpressure", (job_id, token, delay)))
+
     async def extend(self, job_id: uuid.UUID, token: int, seconds: float) -> float | None:
         """Renew a lease to end ``seconds`` from now; the seconds left, or None if the fence refused."""
         left = await self._value("extend", (job_id, token, seconds))

@@ -179,6 +179,12 @@ class _InlineDecisions:
             "(the job runs once, at dispatch)"
         )
 
+    async def backpressure(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        raise QueueDispatchError(
+            f"job {self._envelope.name!r}: backpressure is not available on {self._runner.where} "
+            "(the job runs once, at dispatch)"
+        )
+
     async def record(self, error: BaseException, reason: str, note: str | None = None) -> None:
         exception, message, trace = describe(error, note)
         await self._runner.record(self._envelope, exception, message, trace, reason, own_loop=self._own_loop)

@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
+from pgqueue.errors import Backpressure, QueueLeaseError, QueueRetryError
+from pgqueue.job_context import JobContext
 from pgqueue.store import Store
+from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.completer import Completer
+from pgqueue.worker.outcomes import Outcome
+
+logger = logging.getLogger("pgqueue.worker")
+
+#: Why a backpressured job could not be put back: past its deadline, or a database error.
+_NOT_PUT_BACK: tuple[type[Exception], ...] = (QueueRetryError, *DATABASE_ERRORS)
+
+
+async def backpressured(context: JobContext, raised: Backpressure) -> Outcome | None:
+    """The handler raised :class:`~pgqueue.Backpressure`: the job back after its ``retry_after``
+    without using up a try, the queue's adaptive limit halved. None when that could not be done
+    (already decided, past the deadline, a database error): the error's retry policy applies."""
+    if context.finished:
+        return None
+    try:
+        await context.backpressure(raised.retry_after)
+    except QueueLeaseError:
+        return Outcome.LOST
+    except _NOT_PUT_BACK as exc:
+        logger.warning("pgqueue: job %s: backpressure could not put it back (%s); retried as an error",
+                       context.id, exc, extra=context.log_fields())
+        context.forget_decision("backpressured")
+        return None
+    return Outcome.BACKPRESSURED
 
 
 class WorkerDecisions:
@@ -38,3 +66,8 @@ class WorkerDecisions:
     async def snooze(self, job_id: uuid.UUID, token: int, delay: float) -> str:
         """Put the job back without using up a try: 'snoozed', 'not_yours' or 'past_deadline'."""
         return await self._store.snooze(job_id, token, delay)
+
+    async def backpressure(self, job_id: uuid.UUID, token: int, delay: float) -> str:
+        """Put the job back without using up a try and halve its queue's adaptive limit:
+        'backpressured', 'not_yours' or 'past_deadline'."""
+        return await self._store.backpressure(job_id, token, delay)

@@ -74,20 +74,24 @@ class DepthSampler:
         by name each on their own, the rest summed under :data:`~pgqueue.worker.instruments.OTHER`
         (the oldest ready age: the greatest), so a database with any number of queues exports at
         most ``max_queues + 1``. Each queue also says whether it is paused (``pgqueue.queues``; 1 or
-        0, under OTHER how many are): a paused queue without jobs is sampled too."""
-        paused = await queue_paused_on(conn)
+        0, under OTHER how many are) and its current concurrency limit (adaptive queues move it; under
+        OTHER the sum; absent: no limit): a controlled queue without jobs is sampled too."""
+        controls = await queue_paused_on(conn)
         queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
                               "expired": row.expired, "failed": row.failed,
                               "oldest_ready_age": row.oldest_ready_age or 0.0}
                   for row in await queue_stats_on(conn)}
-        for queue in paused:
+        for queue in controls:
             queues.setdefault(queue, {**dict.fromkeys(DEPTH_STATES, 0.0), "oldest_ready_age": 0.0})
         cap = self._recorder.max_queues
         depth: dict[str, dict[str, float]] = {}
         rest: dict[str, float] | None = None
         for queue in sorted(queues):
             values = queues[queue]
-            values["paused"] = 1.0 if paused.get(queue) else 0.0
+            paused, limit = controls.get(queue, (False, None))
+            values["paused"] = 1.0 if paused else 0.0
+            if limit is not None:
+                values["concurrency_limit"] = float(limit)
             if len(depth) < cap and queue != OTHER:
                 depth[queue] = values
             elif rest is None:
@@ -95,6 +99,8 @@ class DepthSampler:
             else:
                 for state in (*DEPTH_STATES, "paused"):
                     rest[state] += values[state]
+                if limit is not None:
+                    rest["concurrency_limit"] = rest.get("concurrency_limit", 0.0) + limit
                 rest["oldest_ready_age"] = max(rest["oldest_ready_age"], values["oldest_ready_age"])
         if rest is not None:
             depth[OTHER] = rest

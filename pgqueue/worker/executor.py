@@ -17,7 +17,7 @@ from typing import Any
 
 from pgqueue.context import SyncJobContext
 from pgqueue.envelope import Envelope
-from pgqueue.errors import QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
+from pgqueue.errors import Backpressure, QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
 from pgqueue.failures import MESSAGE_LIMIT, describe, failure_message, ran, stored_text, trimmed
 from pgqueue.job_context import JobContext
 from pgqueue.jobs import Job, has_sync_handle, lookup
@@ -30,7 +30,7 @@ from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import consumer_span, record_failure
 from pgqueue.worker.cancellation import Cancellations
 from pgqueue.worker.completer import Completer
-from pgqueue.worker.decisions import WorkerDecisions
+from pgqueue.worker.decisions import WorkerDecisions, backpressured
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments
 from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
@@ -287,6 +287,8 @@ class Executor:
         elif isinstance(raised, QueueLeaseError) and context.finished and context.decision == "lost":
             logger.warning("pgqueue: %s", raised, extra=context.log_fields())
             return Outcome.LOST
+        elif isinstance(raised, Backpressure) and (outcome := await backpressured(context, raised)) is not None:
+            return outcome
         note = None if isinstance(raised, Exception) else _handler_exit(raised, stops=self._stops(job, raised))
         return await self._after_exception(context, envelope, error, duration, wait, note=note)
 

@@ -25,7 +25,7 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.jobs import lookup
 
 #: Outcomes of an execution, as counted by :meth:`Instruments.outcome`.
-OUTCOMES = ("succeeded", "retried", "snoozed", "failed", "cancelled", "lost")
+OUTCOMES = ("succeeded", "retried", "snoozed", "failed", "cancelled", "lost", "backpressured")
 
 #: Handler duration buckets (seconds): 1 ms to 5 minutes.
 DURATION_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

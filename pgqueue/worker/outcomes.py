@@ -47,6 +47,9 @@ class Outcome(enum.StrEnum):
     LOST = "lost"
     #: Interrupted by the worker's forced stop and handed back with its try.
     GIVEN_BACK = "given_back"
+    #: Put back to run again after the downstream's backpressure, without using up a try; the
+    #: queue's adaptive limit halved (``Backpressure``, ``context.backpressure()``).
+    BACKPRESSURED = "backpressured"
 
 
 @dataclass(slots=True)
@@ -117,6 +120,9 @@ class WorkerStats:
     #: Attempts the worker itself interrupted (a forced stop: drain timeout passed, second signal),
     #: handed back with their try (``pgqueue.release_interrupted``) to run again on the next worker.
     given_back: int = 0
+    #: Attempts that met backpressure (``Backpressure``, ``context.backpressure()``): put back
+    #: without using up a try, the queue's adaptive limit halved.
+    backpressured: int = 0
 
     def count(self, ended: Ended) -> None:
         """Count one attempt's outcome (an :class:`Outcomes` subscriber)."""
@@ -132,12 +138,13 @@ _ACKED, _LOST = Outcome.ACKED, Outcome.LOST  # read once per attempt: no enum at
 #: The :class:`WorkerStats` field each outcome is counted in.
 _STATS_FIELDS = {Outcome.ACKED: "acked", Outcome.RELEASED: "retried", Outcome.SNOOZED: "snoozed",
                  Outcome.FAILED: "failed", Outcome.CANCELLED: "cancelled", Outcome.LOST: "lost",
-                 Outcome.GIVEN_BACK: "given_back"}
+                 Outcome.GIVEN_BACK: "given_back", Outcome.BACKPRESSURED: "backpressured"}
 
 #: The instruments' word for each outcome (:data:`pgqueue.worker.instruments.OUTCOMES`); an attempt
 #: given back is not an outcome of the job, so the metrics do not count it.
 _INSTRUMENT_OUTCOMES = {Outcome.ACKED: "succeeded", Outcome.RELEASED: "retried", Outcome.SNOOZED: "snoozed",
-                        Outcome.FAILED: "failed", Outcome.CANCELLED: "cancelled", Outcome.LOST: "lost"}
+                        Outcome.FAILED: "failed", Outcome.CANCELLED: "cancelled", Outcome.LOST: "lost",
+                        Outcome.BACKPRESSURED: "backpressured"}
 
 
 def reporter(instruments: Instruments) -> Subscriber:

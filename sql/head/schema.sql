@@ -223,12 +223,22 @@ create table pgqueue.queues (
         and (partition_rate_limit is null or partition_rate_limit >= 1)
         and (partition_rate_period is null or partition_rate_period > interval '0')
         and (partition_rate_burst is null or (partition_rate_burst >= 1 and partition_rate_limit is not null))),
+    -- issue 28: adaptive limits (pgqueue.set_adaptive_limit): concurrency moves within these bounds.
+    adaptive_min     integer,
+    adaptive_max     integer,
+    adaptive_acks    integer          not null default 0,   -- acks since the limit last moved
+    adaptive_cut_at  timestamptz,                           -- when backpressure last halved the limit
     constraint queues_concurrency_positive check (concurrency is null or concurrency >= 1),
     constraint queues_rate check ((rate_limit is null) = (rate_period is null)
                                   and (rate_limit is null or rate_limit >= 1)
                                   and (rate_period is null or rate_period > interval '0')),
-    constraint queues_rate_burst check (rate_burst is null or (rate_burst >= 1 and rate_limit is not null))
+    constraint queues_rate_burst check (rate_burst is null or (rate_burst >= 1 and rate_limit is not null)),
+    constraint queues_adaptive check ((adaptive_min is null) = (adaptive_max is null)
+                                      and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min)))
 );
+
+-- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.
+create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null;
 
 comment on table pgqueue.queues is
     'pgqueue: per-queue controls (paused, concurrency and rate limits). Change rows only through pgqueue.pause, pgqueue.resume and pgqueue.set_limits.';

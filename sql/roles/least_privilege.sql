@@ -4,12 +4,12 @@
 --                     pgqueue.enqueue_debounced), and register
 --                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
 --   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
---                     heartbeat, fail, snooze, next_due, prune_history, prune_ticks_and_keys, schedule_state,
+--                     heartbeat, fail, snooze, backpressure, next_due, prune_history, prune_ticks_and_keys, schedule_state,
 --                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
 --                     and queues (the metrics' queue depths and paused queues); LISTEN
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
---                     pause, resume, set_limits
+--                     pause, resume, set_limits, set_adaptive_limit
 --
 -- How: none of the three may write to a table or use the sequence (operators only read). The stored functions
 -- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
@@ -144,6 +144,11 @@ alter function pgqueue.resume(text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.set_limits(text, integer, integer, double precision, integer)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: adaptive limits
+alter function pgqueue.set_adaptive_limit(text, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.backpressure(uuid, bigint, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
 -- issue 29: workers
 alter function pgqueue.register_worker(uuid, text, integer, text[], integer, integer, text, double precision)
     security definer set search_path = pg_catalog, pg_temp;
@@ -252,6 +257,7 @@ grant execute on function
     pgqueue.prune_ticks_and_keys(integer),
     pgqueue.next_due(text[]),
     pgqueue.snooze(uuid, bigint, double precision),
+    pgqueue.backpressure(uuid, bigint, double precision),
     pgqueue.schedule_state(text[]),
     pgqueue.enqueue_tick(text, timestamp with time zone),
     -- issue 29: workers
@@ -270,6 +276,7 @@ grant execute on function
     pgqueue.pause(text),
     pgqueue.resume(text),
     pgqueue.set_limits(text, integer, integer, double precision, integer),
+    pgqueue.set_adaptive_limit(text, integer, integer),
     -- issue 29: search and bulk actions
     pgqueue.jobs_matching(pgqueue.jobs, text, text, jsonb, text, timestamptz, timestamptz),
     pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer),

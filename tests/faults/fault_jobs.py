@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgqueue import Job, JobContext
+from pgqueue import Backpressure, Job, JobContext
 
 LEDGER_DSN_ENV = "PGQUEUE_FAULT_LEDGER_DSN"
 _APPEND = b"insert into fault_ledger (job_id, attempt, token, worker_pid) values (%s, %s, %s, %s)"
@@ -193,6 +193,32 @@ class EffectJob(Job):
         async with context.transaction() as conn:
             await conn.execute(b"insert into fault_effects (job_id, n, token) values (%s, %s, %s)",
                                (context.id, self.n, context.token))
+
+
+class PressedSpanJob(Job):
+    """As :class:`SpanJob`, and every ``press``-th job meets backpressure on its first run (a row in
+    ``fault_pressed`` marks it), so its queue's adaptive limit is halved and grows back (issue 28)."""
+
+    name = "faults:pressed_span"
+    tries = 1
+
+    n: int
+    work: float = 0.0
+    press: int = 4
+
+    async def handle(self, context: JobContext) -> None:
+        async with await psycopg.AsyncConnection.connect(_ledger_dsn(), autocommit=True) as conn:
+            await conn.execute(b"insert into fault_spans (n, event) values (%s, 'start')", (self.n,))
+            pressed = False
+            if self.n % self.press == 0:
+                cur = await conn.execute(b"insert into fault_pressed (n) values (%s) on conflict do nothing",
+                                         (self.n,))
+                pressed = cur.rowcount == 1
+            if self.work and not pressed:
+                await asyncio.sleep(self.work)
+            await conn.execute(b"insert into fault_spans (n, event) values (%s, 'end')", (self.n,))
+        if pressed:
+            raise Backpressure(f"job {self.n}: the downstream is overloaded", retry_after=0.05)
 
 
 class BatchCallbackJob(Job):

@@ -19,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 
 from pgqueue import Client
 from pgqueue.embedded import EmbeddedPostgres
-from tests.faults.fault_jobs import EffectJob, SpanJob
+from tests.faults.fault_jobs import EffectJob, PressedSpanJob, SpanJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, fault_settings, scalar, wait_until, write_pyproject
 from tests.faults.ledger import check_ledger, install_ledger
 
@@ -88,6 +88,61 @@ async def test_four_workers_of_concurrency_10_never_run_more_than_the_limit_of_3
     fault_report.rows.append({"fault": "4 workers x concurrency 10, queue limit 3", "injected": 0,
                               "dispatched": jobs, "completed": jobs, "failed": 0, "lost": 0, "duplicate_acks": 0,
                               "stale_acks": 0, "reruns": 0, "most_running_at_once": peak})
+
+
+# issue 28: every grant, with the queue's live reservations and its limit once the reservation's
+# statement is done (an AFTER trigger: it sees the whole batch). reserve holds the queue's row, so
+# neither another reservation nor a backpressure cut can change either between its count and this.
+ADAPTIVE_DDL = """
+create table fault_pressed (n integer primary key);
+create table fault_limit_grants (job_id uuid not null, reserved bigint not null, lim integer);
+create function fault_note_limit() returns trigger language plpgsql as $$
+begin
+    insert into public.fault_limit_grants (job_id, reserved, lim)
+    select new.id,
+           (select count(*) from pgqueue.jobs j
+            where j.queue = new.queue and j.token is not null and j.available_at > clock_timestamp()),
+           (select q.concurrency from pgqueue.queues q where q.name = new.queue);
+    return null;
+end $$;
+create trigger fault_note_limit after update of token on pgqueue.jobs for each row
+    when (new.token is not null and new.token is distinct from old.token)
+    execute function fault_note_limit();
+"""
+
+
+async def test_three_workers_never_reserve_beyond_the_adaptive_limit_as_backpressure_moves_it(
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,
+        fault_report: FaultReport) -> None:
+    _execute(ledger_dsn, SPANS_DDL + ADAPTIVE_DDL)
+    await producer.set_limits("adaptive", concurrency=8, adaptive=(2, 8))
+    jobs = 240
+    ids = await producer.dispatch_many([PressedSpanJob(n=i, work=0.02, press=6) for i in range(jobs)],
+                                       queue="adaptive")
+    assert len(ids) == jobs
+    workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=10, queues="adaptive")
+               for _ in range(3)]
+    await wait_until(lambda: int(scalar(ledger_dsn, "select count(*) from pgqueue.jobs")) == 0, within=180,
+                     what="the adaptive queue is drained", fleet=fleet)
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [w.wait(30) for w in workers] == [0, 0, 0], fleet.logs()[-3000:]
+    pressed = int(scalar(ledger_dsn, "select count(*) from fault_pressed"))
+    assert pressed == jobs // 6
+    assert int(scalar(ledger_dsn, "select count(*) from pgqueue.failed_jobs")) == 0  # tries = 1: none spent
+    grants = _rows(ledger_dsn, "select reserved, lim from fault_limit_grants")
+    assert len(grants) == jobs + pressed
+    over = [(reserved, lim) for reserved, lim in grants if reserved > lim]
+    assert over == [], over[:10]
+    limits = {lim for _, lim in grants}
+    assert min(limits) >= 2 and max(limits) <= 8 and len(limits) > 2  # it moved, within its bounds
+    events = [(at, event) for at, event in _rows(ledger_dsn, "select at, event from fault_spans")]
+    peak = most_at_once(events)
+    assert peak <= 8
+    fault_report.rows.append({"fault": "3 workers x concurrency 10, adaptive limit 2..8, backpressure 1 in 6",
+                              "injected": pressed, "dispatched": jobs, "completed": jobs, "failed": 0, "lost": 0,
+                              "duplicate_acks": 0, "stale_acks": 0, "reruns": pressed,
+                              "most_running_at_once": peak})
 
 
 async def test_a_rate_limit_of_20_per_second_holds_within_its_burst_over_10_seconds(

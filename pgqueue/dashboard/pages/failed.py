@@ -19,8 +19,8 @@ from pgqueue.store import FailureSearch
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
 
-# The reasons pgqueue.failed_jobs accepts: its check constraint (revision 0004 added cancelled); a
-# test compares the two, so a reason a revision adds is offered here too.
+# The reasons pgqueue.failed_jobs accepts: its check constraint (revision 0004 added cancelled, 0009
+# dependency_failed); a test compares the two, so a reason a revision adds is offered here too.
 REASONS = ("exception", "attempts_exhausted", "deadline_passed", "lease_expired_after_final_attempt",
            "payload_invalid", "unknown_job", "failed_by_handler", "cancelled", "result_invalid", "dependency_failed")
 #: What "all matching" can do, as the confirmation says it.

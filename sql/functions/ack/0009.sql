@@ -10,6 +10,11 @@
 -- Issue 26: an acked job marked has_dependents (jobs wait for it, or a batch counts it) goes on to
 -- pgqueue.jobs_ended in the same transaction, which releases its children and counts it in its
 -- batch; for every other job the ack reads one more boolean of the row it deletes.
+-- issue 28: adaptive limits. A queue with an adaptive limit (pgqueue.set_adaptive_limit) counts
+-- its accepted acks; once as many as its current limit were acked since the limit last moved (a
+-- window of successes), the limit grows by one (never above its maximum; at most one step per
+-- call) and idle workers are woken. Queues without one pay one probe of an index that holds only
+-- adaptive queues (empty unless some queue is adaptive): their acks never write pgqueue.queues.
 -- From psql:  select * from pgqueue.ack(array['<job id>']::uuid[], array[<token>]::bigint[]);
 create or replace function pgqueue.ack(p_ids uuid[], p_tokens bigint[], p_durations double precision[],
                                        p_waits double precision[], p_keep boolean)
@@ -57,6 +62,9 @@ begin
     perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
     if v_ended is not null then
         perform pgqueue.jobs_ended(v_ended, 'succeeded');
+    end if;
+    if v_queues is not null and exists (select from pgqueue.queues q where q.adaptive_min is not null) then
+        perform pgqueue.adaptive_acked(v_queues);
     end if;
     -- Answer per (id, token) pair as given, so a stale pair never borrows the verdict of
     -- a matching pair for the same job.

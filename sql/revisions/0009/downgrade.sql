@@ -22,6 +22,13 @@ alter table pgqueue.jobs drop column partition;
 -- issue 29: reserve returns each grant's due time (its return type changed: 0007's is created again)
 drop function pgqueue.reserve(text[], integer, double precision);
 drop function pgqueue.reserve(text[], integer, double precision, integer);
+-- issue 28: adaptive limits
+drop function if exists pgqueue.set_adaptive_limit(text, integer, integer);
+drop function if exists pgqueue.backpressure(uuid, bigint, double precision);
+drop function if exists pgqueue.adaptive_acked(text[]);
+drop index if exists pgqueue.queues_adaptive_idx;
+alter table pgqueue.queues drop constraint if exists queues_adaptive, drop column if exists adaptive_min,
+    drop column if exists adaptive_max, drop column if exists adaptive_acks, drop column if exists adaptive_cut_at;
 -- issue 28: debounce
 drop function if exists pgqueue.enqueue_debounced(jsonb, text, double precision, double precision);
 drop trigger if exists jobs_debounce_reserved on pgqueue.jobs;

@@ -229,3 +229,16 @@ comment on table pgqueue.batches is
     'pgqueue: batches (pgqueue.add_batch): members ended so far by outcome, and the callback released when none is pending.';
 comment on table pgqueue.batch_members is
     'pgqueue: the members of each batch and how each ended (null: not yet).';
+-- issue 28: adaptive limits
+-- A queue's concurrency limit may move AIMD-style within [adaptive_min, adaptive_max] (set by
+-- pgqueue.set_adaptive_limit): pgqueue.backpressure halves it, pgqueue.ack grows it by one per
+-- window of as many acks as the limit. concurrency holds the current limit (what reserve enforces).
+alter table pgqueue.queues
+    add column adaptive_min    integer,
+    add column adaptive_max    integer,
+    add column adaptive_acks   integer not null default 0,   -- acks since the limit last moved
+    add column adaptive_cut_at timestamptz,                  -- when backpressure last halved the limit
+    add constraint queues_adaptive check ((adaptive_min is null) = (adaptive_max is null)
+                                          and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min)));
+-- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.
+create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null;
