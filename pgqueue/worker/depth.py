@@ -76,7 +76,8 @@ class DepthSampler:
         most ``max_queues + 1``. Each queue also says whether it is paused (``pgqueue.queues``; 1 or
         0, under OTHER how many are): a paused queue without jobs is sampled too."""
         paused = await queue_paused_on(conn)
-        queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
+        queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "blocked": row.blocked,
+                              "reserved": row.reserved,
                               "expired": row.expired, "failed": row.failed,
                               "oldest_ready_age": row.oldest_ready_age or 0.0}
                   for row in await queue_stats_on(conn)}
