@@ -1100,3 +1100,16 @@ async def test_the_job_page_shows_a_chain_as_the_line_of_its_jobs(dsn: str, open
     assert found == [str(first), str(second), str(third), str(fan_in)]
     assert "this job" in line.group(1)
     assert 'data-testid="job-chain"' not in of_fan_in  # two parents and no child: no line from it
+
+
+async def test_the_counts_show_blocked_jobs_apart_from_delayed(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        parent, child = enqueue(conn, envelope("deps")), enqueue(conn, envelope("deps"))
+        enqueue(conn, envelope("deps"), delay=3600)
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+               (child, parent))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/")).text
+    assert (cell(page, "deps", "ready"), cell(page, "deps", "delayed"), cell(page, "deps", "blocked")) \
+        == ("1", "1", "1")
+    assert "3 jobs" in page
