@@ -289,8 +289,9 @@ def test_status_counts_and_watch(dsn: str, conn: Conn, tmp_path: Path) -> None:
     status = pgqueue("queue:status", "--dsn", dsn, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     rows = {line.split()[0]: line.split()[1:] for line in status.stdout.splitlines()[1:3]}
-    assert rows["mail"][:5] == ["1", "1", "1", "0", "0"]
-    assert rows["reports"][:5] == ["0", "0", "0", "0", "1"]
+    # ready, delayed, blocked (waiting for parents, issue 26), reserved, expired, failed
+    assert rows["mail"][:6] == ["1", "1", "0", "1", "0", "0"]
+    assert rows["reports"][:6] == ["0", "0", "0", "0", "0", "1"]
     assert "workers listening: 0" in status.stdout
 
     # --watch refreshes until interrupted, and an interrupt is a clean exit.

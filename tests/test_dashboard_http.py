@@ -1052,3 +1052,71 @@ async def test_the_queues_page_shows_the_busiest_partitions_of_a_partitioned_que
     # Names are escaped; the override shows with its own limit and weight.
     assert re.search(r'data-partition="tenant:&lt;big&gt;">.*?<td class="l">20</td>.*?<td class="n">3</td>'
                      r'<td class="l">yes</td>', page, re.S)
+
+
+async def test_a_batch_has_a_page_with_its_counts_callback_and_members(dsn: str, opened: Client) -> None:
+    """Issue 26: /batches/<id>: progress, the callback linked, each member's outcome, at most 200 a page."""
+    from pgqueue.dashboard.pages.batches import MEMBERS_SHOWN
+    batch_id = uuid.uuid4()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("members") for _ in range(MEMBERS_SHOWN + 5)])
+        members = [r["id"] for r in rows(conn, "select id from pgqueue.jobs where queue = 'members' order by id")]
+        callback = enqueue(conn, envelope("emails"))
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (batch_id, members, callback))
+        held = reserve(conn, ["members"], 2)
+        assert ack(conn, [held[0]["id"]], [held[0]["token"]]) == {held[0]["id"]: True}
+        assert fail(conn, held[1]["id"], held[1]["token"], message="member failed")
+    total = MEMBERS_SHOWN + 5
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get(f"/batches/{batch_id}")).text
+        of_member = (await web.get(f"/jobs/{members[-1]}")).text
+        following = re.search(r'rel="next" href="([^"]+)"', page)
+        assert following is not None
+        second = (await web.get(following.group(1).replace("&amp;", "&"))).text
+        assert (await web.get(f"/batches/{uuid.uuid4()}")).status_code == 404
+        assert (await web.get("/batches/not-a-uuid")).status_code == 404
+        assert (await web.get(f"/batches/{callback}")).status_code == 404  # a callback's id is not a batch's
+    assert f"2 of {total} ended" in page and "1 succeeded, 1 failed" in page and f"{total - 2} pending" in page
+    assert f'href="/jobs/{callback}"' in page and "waits for the" in page
+    assert len(re.findall(r"data-member=", page)) == MEMBERS_SHOWN
+    assert f"{MEMBERS_SHOWN} shown of {total}" in page
+    tagged = re.findall(r'data-member="([^"]+)">.*?class="tag [os]-(\w+)"', page + second, re.S)
+    outcomes = {uuid.UUID(m): o for m, o in tagged}
+    assert set(outcomes) == set(members)  # every member once over the two pages
+    assert outcomes[held[0]["id"]] == "succeeded" and outcomes[held[1]["id"]] == "failed"
+    assert len(re.findall(r"data-member=", second)) == 5 and 'rel="next"' not in second
+    assert f'href="/batches/{batch_id}"' in of_member
+
+
+async def test_the_job_page_shows_a_chain_as_the_line_of_its_jobs(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first, second, third = (enqueue(conn, envelope("emails")) for _ in range(3))
+        for parent, child in ((first, second), (second, third)):
+            scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+                   (child, parent))
+        fan_in = enqueue(conn, envelope("emails"))
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s, %s]::uuid[], 'cancel')",
+               (fan_in, first, third))
+    async with http_client(create_app(opened)) as web:
+        of_second = (await web.get(f"/jobs/{second}")).text
+        of_fan_in = (await web.get(f"/jobs/{fan_in}")).text
+    line = re.search(r'data-testid="job-chain">(.*?)</dd>', of_second, re.S)
+    assert line is not None
+    # Each step is a job's only parent or only waiting child; fan_in (two parents) ends the line.
+    found = list(dict.fromkeys(re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", line.group(1))))  # href and text
+    assert found == [str(first), str(second), str(third), str(fan_in)]
+    assert "this job" in line.group(1)
+    assert 'data-testid="job-chain"' not in of_fan_in  # two parents and no child: no line from it
+
+
+async def test_the_counts_show_blocked_jobs_apart_from_delayed(dsn: str, opened: Client) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        parent, child = enqueue(conn, envelope("deps")), enqueue(conn, envelope("deps"))
+        enqueue(conn, envelope("deps"), delay=3600)
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+               (child, parent))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/")).text
+    assert (cell(page, "deps", "ready"), cell(page, "deps", "delayed"), cell(page, "deps", "blocked")) \
+        == ("1", "1", "1")
+    assert "3 jobs" in page

@@ -64,10 +64,10 @@ async def test_the_sample_estimates_counts_from_whole_pages(dsn: str, store: Sto
         enqueue_many(conn, [envelope("big") for _ in range(1000)], delays=[3600.0] * 1000)
     # A sample as large as the table reads all of it: exact.
     percent, found = await store.queue_sample(pages=100_000)
-    assert percent == 100.0 and found == {"big": (3000, 1000, 0, 0)}
+    assert percent == 100.0 and found == {"big": (3000, 1000, 0, 0, 0)}
     percent, found = await store.queue_sample(pages=5)
     assert 0 < percent < 100
-    ready, delayed, _, _ = found.get("big", (0, 0, 0, 0))
+    ready, delayed, _, _, _ = found.get("big", (0, 0, 0, 0, 0))
     assert ready + delayed <= 4000
 
 
@@ -242,3 +242,18 @@ async def test_the_attempt_history_is_newest_first_bounded_and_counted(dsn: str,
     assert history.rows[0]["duration"] == 0.25 and history.rows[0]["message_cut"] is False
     assert (await store.job_attempt_history(failed["job_id"], 5, 2)).total == 3  # never below the rows read
     assert (await store.job_attempt_history(uuid.uuid4(), 5, 100)).total == 0
+
+
+async def test_a_blocked_job_is_counted_apart_from_delayed(dsn: str, store: Store) -> None:
+    """Issue 26: waiting for a parent (available_at = pgqueue.never()) is blocked, in the exact counts
+    (capped like the others) and in the sample."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("deps") for _ in range(5)], delays=[0.0, 3600.0, 0.0, 0.0, 0.0])
+        first, *rest = (r[0] for r in conn.execute("select id from pgqueue.jobs where available_at <= now()"
+                                                   " order by id").fetchall())
+        conn.execute("select pgqueue.add_dependencies(%s::uuid[], array[%s]::uuid[], 'cancel')", (rest, first))
+    [counts] = await store.queue_counts(cap=100, failed_cap=100)
+    assert (counts.ready, counts.delayed, counts.blocked, counts.blocked_capped) == (1, 1, 3, False)
+    [capped] = await store.queue_counts(cap=2, failed_cap=100)
+    assert capped.blocked == 3 and capped.blocked_capped and not capped.later_capped
+    assert await store.queue_sample(pages=100_000) == (100.0, {"deps": (1, 1, 3, 0, 0)})

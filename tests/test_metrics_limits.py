@@ -168,7 +168,7 @@ async def test_the_queue_depth_of_any_number_of_queues_is_capped(dsn: str) -> No
     assert recorder.depth["other"]["ready"] == 51  # q200..q249, one of them with two jobs
     assert recorder.depth["q000"]["ready"] == 1
     samples = samples_of(PgqueueCollector(lambda: [snapshot_of(recorder)]))
-    assert len([s for s in samples if s[0] == "pgqueue_queue_jobs"]) == 201 * 5
+    assert len([s for s in samples if s[0] == "pgqueue_queue_jobs"]) == 201 * 6  # six states, blocked among them
     assert total(samples, "pgqueue_queue_jobs", state="ready") == 251
 
 

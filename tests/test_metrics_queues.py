@@ -153,3 +153,21 @@ async def test_the_concurrency_limit_gauge_follows_the_adaptive_limit(client: Cl
     capped = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder(max_queues=1))
               if name == "pgqueue_queue_concurrency_limit"}
     assert capped == {"api": 4, "other": 3}
+
+
+async def test_a_blocked_job_is_counted_apart_from_delayed(client: Client, dsn: str) -> None:
+    """Issue 26: a job waiting for a parent (available_at = pgqueue.never()) is blocked, not delayed,
+    in ``client.stats`` (queue:stats) and in the depth gauge."""
+    from pgqueue_cli.render import status_data
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("deps"), envelope("deps"), envelope("deps")], [0.0, 0.0, 3600.0])
+        parent, child, _ = (r[0] for r in conn.execute("select id from pgqueue.jobs order by available_at").fetchall())
+        conn.execute("select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+                     (child, parent))
+    [stats] = await client.stats()
+    assert (stats.ready, stats.delayed, stats.blocked) == (1, 1, 1)
+    [queue] = (await status_data(client, client.settings.connection(None).name))["queues"]
+    assert (queue["ready"], queue["delayed"], queue["blocked"]) == (1, 1, 1)
+    samples = await _sample(dsn, Recorder())
+    assert {state: total(samples, "pgqueue_queue_jobs", queue="deps", state=state)
+            for state in ("ready", "delayed", "blocked")} == {"ready": 1, "delayed": 1, "blocked": 1}

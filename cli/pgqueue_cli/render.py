@@ -71,15 +71,16 @@ def status_table(stats: Sequence[QueueStats], workers: int | None,
     done: dict[str, dict[int, int]] = {}
     for t in throughput:
         done.setdefault(t.queue, {})[t.minutes] = t.succeeded + t.failed
-    headers = ["QUEUE", "READY", "DELAYED", "RESERVED", "EXPIRED", "FAILED", "OLDEST READY"]
+    headers = ["QUEUE", "READY", "DELAYED", "BLOCKED", "RESERVED", "EXPIRED", "FAILED", "OLDEST READY"]
     if throughput:
         headers += [f"DONE {w}M" for w in WINDOWS]
     rows: list[list[str]] = []
     for s in stats:
-        rows.append([s.queue, str(s.ready), str(s.delayed), str(s.reserved), str(s.expired), str(s.failed),
+        rows.append([s.queue, str(s.ready), str(s.delayed), str(s.blocked), str(s.reserved), str(s.expired),
+                     str(s.failed),
                      age(s.oldest_ready_age)])
     for name in sorted(set(done) - {s.queue for s in stats}):
-        rows.append([name, "0", "0", "0", "0", "0", "-"])
+        rows.append([name, "0", "0", "0", "0", "0", "0", "-"])
     if throughput:
         for row in rows:
             row += [str(done.get(row[0], {}).get(w, 0)) for w in WINDOWS]
@@ -104,7 +105,8 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
         s, c = stats.get(name), controls.get(name)
         queues.append({
             "queue": name,
-            "ready": s.ready if s else 0, "delayed": s.delayed if s else 0, "reserved": s.reserved if s else 0,
+            "ready": s.ready if s else 0, "delayed": s.delayed if s else 0, "blocked": s.blocked if s else 0,
+            "reserved": s.reserved if s else 0,
             "expired": s.expired if s else 0, "failed": s.failed if s else 0,
             "oldest_ready_age": s.oldest_ready_age if s else None,
             "paused": c.paused if c else False,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STATES", "Cell", "Counted", "cells", "count_queues", "estimated", "round_estimate", "totals"]
 
-STATES = ("ready", "delayed", "reserved", "expired")
+STATES = ("ready", "delayed", "blocked", "reserved", "expired")
 #: How far back job_stats is read for the queues that are idle now but have history (the day chart's span).
 HISTORY_MINUTES = 1440
 
@@ -50,7 +50,7 @@ def round_estimate(value: int) -> int:
     return int(round(value / magnitude) * magnitude)
 
 
-Sample = tuple[float, dict[str, tuple[int, int, int, int]] | dict[str, tuple[int]]]
+Sample = tuple[float, dict[str, tuple[int, int, int, int, int]] | dict[str, tuple[int]]]
 
 
 def estimated(value: int, seen: int | None, percent: float, cap: int) -> Cell:
@@ -71,6 +71,7 @@ def cells(row: QueueCounts, sample: Sample | None, failed_sample: Sample | None,
     """The cells of one queue's row: exact below the cap (or from a whole-table read), else estimated
     (or "N+" when no sample was taken)."""
     capped = {"ready": row.due_capped, "expired": row.due_capped, "delayed": row.later_capped,
+              "blocked": row.blocked_capped,
               "reserved": row.later_capped}
     out: dict[str, Cell] = {}
     for index, state in enumerate(STATES):
@@ -93,7 +94,7 @@ def cells(row: QueueCounts, sample: Sample | None, failed_sample: Sample | None,
 
 
 def totals(rows: list[dict[str, Cell]]) -> dict[str, Cell]:
-    """The footer: sums, as approximate as their least exact part ("jobs": the four states summed)."""
+    """The footer: sums, as approximate as their least exact part ("jobs": the five states summed)."""
     out = {}
     for state in (*STATES, "failed"):
         parts = [r[state] for r in rows]
@@ -149,7 +150,7 @@ async def count_queues(dash: Dashboard, also: Iterable[str] = ()) -> Counted:
         store.queue_counts(options.count_cap, options.failed_count_cap), store.table_pages(),
         store.history_queues(HISTORY_MINUTES))
     # A sample costs its pages: taken only when an exact count stopped at its cap.
-    jobs_capped = any(q.due_capped or q.later_capped for q in queues)
+    jobs_capped = any(q.due_capped or q.later_capped or q.blocked_capped for q in queues)
     failed_capped = any(q.failed_capped for q in queues)
     sample: Sample | None = None
     failed_sample: Sample | None = None

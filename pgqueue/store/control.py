@@ -17,7 +17,8 @@ from pgqueue.store.pooled import Pooled
 
 @dataclass(frozen=True)
 class QueueStats:
-    """Counts of one queue, from the ``pgqueue.queue_stats`` view."""
+    """Counts of one queue, as the ``pgqueue.queue_stats`` view has them, except that ``blocked``
+    (waiting for parents or a batch, issue 26) is counted apart from ``delayed``."""
 
     queue: str
     ready: int
@@ -26,6 +27,7 @@ class QueueStats:
     expired: int
     failed: int
     oldest_ready_age: float | None
+    blocked: int = 0
 
 
 #: What ``pgqueue.cancel`` did: removed a waiting job, removed a reserved one (its worker is

@@ -21,7 +21,8 @@ class QueueCounts:
 
     Each count reads at most ``cap + 1`` rows; a ``*_capped`` flag says the count stopped there,
     so the number is a lower bound ("more than cap"). ``due_capped`` covers ``ready`` and
-    ``expired``, ``later_capped`` covers ``delayed`` and ``reserved``.
+    ``expired``, ``later_capped`` covers ``delayed`` and ``reserved``, ``blocked_capped`` covers
+    ``blocked`` (waiting for parents or a batch, issue 26; not counted as delayed).
     """
 
     queue: str
@@ -34,6 +35,8 @@ class QueueCounts:
     later_capped: bool
     failed_capped: bool
     oldest_ready_age: float | None
+    blocked: int = 0
+    blocked_capped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +161,15 @@ class DashboardStatements(Pooled):
                 rows = await cur.fetchall()
         return [QueueCounts(*row) for row in rows]
 
-    async def queue_sample(self, pages: int) -> tuple[float, dict[str, tuple[int, int, int, int]]]:
+    async def queue_sample(self, pages: int) -> tuple[float, dict[str, tuple[int, int, int, int, int]]]:
         """The job states found on a random sample of about ``pages`` pages of ``pgqueue.jobs``.
 
-        Returns the sampled percentage and, per queue seen, (ready, delayed, reserved, expired)
+        Returns the sampled percentage and, per queue seen, (ready, delayed, blocked, reserved, expired)
         in the sample: divide by ``percent / 100`` to estimate the table's counts.
         """
         with storage_errors("sampling queue counts"):
             rows = await self._rows("dashboard_queue_sample", {"pages": pages})
-        return float(rows[0][0]), {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5]))
+        return float(rows[0][0]), {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]))
                                    for r in rows if r[1] is not None}
 
     async def failed_sample(self, pages: int) -> tuple[float, dict[str, int]]:

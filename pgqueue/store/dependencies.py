@@ -125,6 +125,14 @@ class DependencyStatements(Pooled):
         with storage_errors(f"reading the members of batch {some_id}"):
             return [(r[0], r[1], r[2]) for r in await self._rows("batch_results", (some_id,))]
 
+    async def batch_members_page(self, batch_id: uuid.UUID, after: uuid.UUID | None,
+                                 limit: int) -> list[tuple[uuid.UUID, str | None, str | None, str | None]]:
+        """``dashboard_batch_members``: up to ``limit`` members of a batch after ``after`` (by id): each
+        member's id, outcome (None: not ended), state in pgqueue.jobs while not ended, and job name."""
+        with storage_errors(f"reading the members of batch {batch_id}"):
+            found = await self._rows("dashboard_batch_members", {"batch_id": batch_id, "after": after, "limit": limit})
+            return [(r[0], r[1], r[2], r[3]) for r in found]
+
     async def job_family(self, job_id: uuid.UUID) -> list[tuple[str, uuid.UUID, bool]]:
         """``pgqueue.job_family``: (kind, other id, open) for each parent, waiting child and batch."""
         with storage_errors(f"reading what job {job_id} waits for"):

@@ -77,7 +77,8 @@ class DepthSampler:
         0, under OTHER how many are) and its current concurrency limit (adaptive queues move it; under
         OTHER the sum; absent: no limit): a controlled queue without jobs is sampled too."""
         controls = await queue_paused_on(conn)
-        queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "reserved": row.reserved,
+        queues = {row.queue: {"ready": row.ready, "delayed": row.delayed, "blocked": row.blocked,
+                              "reserved": row.reserved,
                               "expired": row.expired, "failed": row.failed,
                               "oldest_ready_age": row.oldest_ready_age or 0.0}
                   for row in await queue_stats_on(conn)}

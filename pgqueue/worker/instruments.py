@@ -36,8 +36,9 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
 #: Reservation batch size buckets (jobs).
 BATCH_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
-#: The states of a queue's depth, as the ``pgqueue.queue_stats`` view counts them.
-DEPTH_STATES = ("ready", "delayed", "reserved", "expired", "failed")
+#: The states of a queue's depth, as the ``pgqueue.queue_stats`` view counts them (blocked: waiting
+#: for parents or a batch, issue 26, which the view counts as delayed).
+DEPTH_STATES = ("ready", "delayed", "blocked", "reserved", "expired", "failed")
 
 #: The label value that stands for every value past a label's cap (see :class:`LabelCap`).
 OTHER = "other"

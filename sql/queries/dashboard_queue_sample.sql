@@ -11,12 +11,14 @@ with sample as (
                  / greatest(pg_relation_size('pgqueue.jobs') / current_setting('block_size')::bigint, 1))::real
            as percent
 )
-select sample.percent::double precision, g.queue, g.ready, g.delayed, g.reserved, g.expired
+select sample.percent::double precision, g.queue, g.ready, g.delayed, g.blocked, g.reserved, g.expired
 from sample
 left join lateral (
     select s.queue,
            count(*) filter (where s.token is null and s.available_at <= now())     as ready,
-           count(*) filter (where s.token is null and s.available_at > now())      as delayed,
+           count(*) filter (where s.token is null and s.available_at > now()
+                                              and s.available_at < pgqueue.never()) as delayed,
+           count(*) filter (where s.token is null and s.available_at >= pgqueue.never()) as blocked,
            count(*) filter (where s.token is not null and s.available_at > now())  as reserved,
            count(*) filter (where s.token is not null and s.available_at <= now()) as expired
     from pgqueue.jobs s tablesample system (sample.percent) repeatable (29)

@@ -10,7 +10,9 @@
 --     per pair), not by reading the tables;
 --   * per pair, the range available_at <= now() holds the ready jobs and the expired leases, the
 --     range available_at > now() the delayed jobs and the live leases (see 0001_schema.sql);
---   * the oldest ready job is the first ready row of the due range, in available_at order.
+--   * the oldest ready job is the first ready row of the due range, in available_at order;
+--   * a job waiting for parents or a batch (issue 26) has available_at = pgqueue.never(): the
+--     range from there holds the blocked jobs, counted apart (and not as delayed).
 with recursive pairs (queue, priority) as (
     (select j.queue, j.priority from pgqueue.jobs j order by j.queue, j.priority limit 1)
     union all
@@ -38,7 +40,9 @@ with recursive pairs (queue, priority) as (
            sum(later.delayed)::bigint     as delayed,
            sum(later.reserved)::bigint    as reserved,
            bool_or(later.rows > %(cap)s)  as later_capped,
-           min(due.oldest_ready)          as oldest_ready
+           min(due.oldest_ready)          as oldest_ready,
+           sum(waits.blocked)::bigint     as blocked,
+           bool_or(waits.blocked > %(cap)s) as blocked_capped
     from pairs p
     cross join lateral (
         select count(*) filter (where d.token is null)              as ready,
@@ -59,10 +63,20 @@ with recursive pairs (queue, priority) as (
         from (
             select j.token from pgqueue.jobs j
             where j.queue = p.queue and j.priority = p.priority and j.available_at > now()
+              and j.available_at < pgqueue.never()
             order by j.available_at
             limit %(cap)s + 1
         ) l
     ) later
+    cross join lateral (
+        select count(*) as blocked
+        from (
+            select 1 from pgqueue.jobs j
+            where j.queue = p.queue and j.priority = p.priority and j.available_at >= pgqueue.never()
+              and j.token is null
+            limit %(cap)s + 1
+        ) w
+    ) waits
     group by p.queue
 ), failed as (
     select q.queue, c.rows as failed, c.rows > %(failed_cap)s as failed_capped
@@ -81,6 +95,8 @@ select coalesce(live.queue, failed.queue)                       as queue,
        coalesce(live.due_capped, false)                         as due_capped,
        coalesce(live.later_capped, false)                       as later_capped,
        coalesce(failed.failed_capped, false)                    as failed_capped,
-       extract(epoch from now() - live.oldest_ready)::double precision as oldest_ready_age
+       extract(epoch from now() - live.oldest_ready)::double precision as oldest_ready_age,
+       coalesce(live.blocked, 0)                                as blocked,
+       coalesce(live.blocked_capped, false)                     as blocked_capped
 from live full join failed on failed.queue = live.queue
 order by 1

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from pgqueue import QueueConfigurationError
 from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
 from pgqueue.dashboard.counting import count_queues
+from pgqueue.dashboard.pages import batches as batch_pages
 from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, STATES, is_narrowed, job_search
 from pgqueue.store import JobSearch
 
@@ -196,6 +197,7 @@ class JobPages:
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
                            parents=[(other, is_open) for kind, other, is_open in family if kind == "parent"],
                            children=[other for kind, other, _ in family if kind == "child"],
+                           chain=await batch_pages.chain_of(store, job_id, family),
                            batch=await store.batch_state(job_id) if any(k == "batch" for k, _, _ in family) else None,
                            name=str(name) if name else None,
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
@@ -248,4 +250,5 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         Route("/jobs/bulk", pages.bulk, methods=["POST"], name="jobs_bulk"),
         Route("/jobs/{job_id}", pages.detail, name="job"),
         Route("/jobs/{job_id}/cancel", pages.cancel_one, methods=["POST"], name="job_cancel"),
+        *batch_pages.routes(dash),
     ]
