@@ -58,10 +58,9 @@ def test_per_partition_limits_and_an_override_from_the_command_line(dsn: str, co
 
 
 def test_per_partition_options_keep_an_adaptive_limit(dsn: str, conn: Conn, tmp_path: Path) -> None:
-    adaptive, per_partition = pgqueue_all(
-        ("queue:limit", "orders", "--concurrency", "5", "--adaptive", "2:8", "--dsn", dsn),
-        ("queue:limit", "orders", "--per-partition-concurrency", "2", "--dsn", dsn),
-        cwd=tmp_path)
+    # One after the other: the second must find the first's bounds (pgqueue_all runs side by side).
+    adaptive = pgqueue("queue:limit", "orders", "--concurrency", "5", "--adaptive", "2:8", "--dsn", dsn, cwd=tmp_path)
+    per_partition = pgqueue("queue:limit", "orders", "--per-partition-concurrency", "2", "--dsn", dsn, cwd=tmp_path)
     assert adaptive.returncode == 0, adaptive.stderr
     assert per_partition.returncode == 0, per_partition.stderr
     assert conn.execute("select concurrency, adaptive_min, adaptive_max, partition_concurrency from pgqueue.queues"

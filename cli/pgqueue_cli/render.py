@@ -117,6 +117,7 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "per_partition_rate_limit": c.partition_rate_limit if c else None,
             "per_partition_rate_period": c.partition_rate_period if c else None,
             "fair": c.fair if c else False,
+            "adaptive_min": c.adaptive_min if c else None, "adaptive_max": c.adaptive_max if c else None,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
     return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
