@@ -32,7 +32,7 @@ def test_demo_runs_on_the_embedded_server_and_ends_with_the_expected_counts(tmp_
         status = pgqueue("queue:status", cwd=tmp_path, env=env)
         assert status.returncode == 0, status.stderr
         demo_row = next(line.split() for line in status.stdout.splitlines() if line.startswith("demo "))
-        assert demo_row[1:6] == ["0", "0", "0", "0", "1"]
+        assert demo_row[1:7] == ["0", "0", "0", "0", "0", "1"]  # ready, delayed, blocked, reserved, expired, failed
 
         running = pgqueue("embedded", "status", cwd=tmp_path, env=env)
         assert running.returncode == 0 and "running (pid" in running.stdout

@@ -499,3 +499,34 @@ def test_revision_messages_say_what_each_revision_does_not_an_internal_issue() -
         doc = revision.module.__doc__ or ""
         assert doc.startswith("pgqueue: "), (revision.revision, doc)
         assert not re.search(r"\bissues? \d+", doc, re.IGNORECASE), (revision.revision, doc)
+
+
+def test_0009_counts_blocked_jobs_in_the_view_and_its_downgrade_keeps_the_views_grants(empty_dsn: str) -> None:
+    # Issue 26: pgqueue.queue_stats gains a blocked column at 0009 (create or replace keeps grants); a
+    # view's column cannot be dropped, so the downgrade recreates 0008's view with its SELECT grants.
+    role = f"stats_reader_{os.getpid()}"
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(f"drop role if exists {role}".encode())
+        conn.execute(f"create role {role}".encode())
+        try:
+            conn.execute(f"grant usage on schema pgqueue to {role}; grant select on pgqueue.queue_stats to {role}"
+                         .encode())
+            parent = enqueue(conn, envelope("stats"))
+            child = enqueue(conn, envelope("stats"))
+            conn.execute("select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+                         (child, parent))
+            enqueue(conn, envelope("stats"), delay=600)
+            conn.execute(f"set role {role}".encode())
+            assert conn.execute("select ready, delayed, blocked from pgqueue.queue_stats").fetchone() == (1, 1, 1)
+            conn.execute(b"reset role")
+            migrate.downgrade(empty_dsn, "pgqueue_0008")
+            columns = [r[0] for r in conn.execute("select attname from pg_attribute where attrelid ="
+                                                  " 'pgqueue.queue_stats'::regclass and attnum > 0 order by attnum")]
+            assert "blocked" not in columns
+            conn.execute(f"set role {role}".encode())
+            assert conn.execute("select ready from pgqueue.queue_stats").fetchone() is not None
+            conn.execute(b"reset role")
+        finally:
+            conn.execute(b"reset role")
+            conn.execute(f"drop owned by {role}; drop role {role}".encode())

@@ -303,11 +303,15 @@ create view pgqueue.queue_stats as
 with live as (
     select queue,
            count(*) filter (where token is null and available_at <= now())       as ready,
-           count(*) filter (where token is null and available_at > now())        as delayed,
+           count(*) filter (where token is null and available_at > now()
+                            and available_at < '9999-01-01 00:00:00+00')         as delayed,
            count(*) filter (where token is not null and available_at > now())    as reserved,
            count(*) filter (where token is not null and available_at <= now())   as expired,
            max(now() - available_at) filter (where token is null and available_at <= now())
-                                                                                 as oldest_ready_age
+                                                                                 as oldest_ready_age,
+           -- issue 26: waiting for parents or a batch (available_at = pgqueue.never())
+           count(*) filter (where token is null and available_at >= '9999-01-01 00:00:00+00')
+                                                                                 as blocked
     from pgqueue.jobs
     group by queue
 ), dead as (
@@ -319,11 +323,12 @@ select coalesce(live.queue, dead.queue)      as queue,
        coalesce(live.reserved, 0)            as reserved,
        coalesce(live.expired, 0)             as expired,
        coalesce(dead.failed, 0)              as failed,
-       live.oldest_ready_age                 as oldest_ready_age
+       live.oldest_ready_age                 as oldest_ready_age,
+       coalesce(live.blocked, 0)             as blocked
 from live full join dead on dead.queue = live.queue;
 
 comment on view pgqueue.queue_stats is
-    'pgqueue: per queue, ready / delayed / reserved / expired-lease / failed counts and the age of the oldest ready job.';
+    'pgqueue: per queue, ready / delayed / reserved / expired-lease / failed counts, the age of the oldest ready job, and the jobs blocked waiting for parents or a batch.';
 
 -- issue 29: workers
 -- Every running worker, registered when it starts (pgqueue.register_worker), refreshed by its

@@ -1,6 +1,54 @@
 -- pgqueue revision 0009, downgrade to 0008: undoes upgrade.sql and drops the functions 0009 added;
 -- the migration then runs the previous version of each function 0009 replaced.
 
+-- issue 26: the queue_stats view without its blocked column (a column cannot be dropped from a view:
+-- dropped and created as 0008 had it, its options, comment and SELECT grants kept).
+do $$
+declare
+    v_grants text;
+    v_options text[];
+begin
+    select string_agg(format('grant select on pgqueue.queue_stats to %s',
+                             case when g.grantee = 'PUBLIC' then 'public' else quote_ident(g.grantee) end), '; ')
+    into v_grants
+    from information_schema.role_table_grants g
+    where g.table_schema = 'pgqueue' and g.table_name = 'queue_stats' and g.privilege_type = 'SELECT'
+      and g.grantee <> (select pg_get_userbyid(c.relowner) from pg_class c
+                        where c.oid = 'pgqueue.queue_stats'::regclass);
+    select c.reloptions into v_options from pg_class c where c.oid = 'pgqueue.queue_stats'::regclass;
+    drop view pgqueue.queue_stats;
+        create view pgqueue.queue_stats as
+        with live as (
+            select queue,
+                   count(*) filter (where token is null and available_at <= now())       as ready,
+                   count(*) filter (where token is null and available_at > now())        as delayed,
+                   count(*) filter (where token is not null and available_at > now())    as reserved,
+                   count(*) filter (where token is not null and available_at <= now())   as expired,
+                   max(now() - available_at) filter (where token is null and available_at <= now())
+                                                                                         as oldest_ready_age
+            from pgqueue.jobs
+            group by queue
+        ), dead as (
+            select queue, count(*) as failed from pgqueue.failed_jobs group by queue
+        )
+        select coalesce(live.queue, dead.queue)      as queue,
+               coalesce(live.ready, 0)               as ready,
+               coalesce(live.delayed, 0)             as delayed,
+               coalesce(live.reserved, 0)            as reserved,
+               coalesce(live.expired, 0)             as expired,
+               coalesce(dead.failed, 0)              as failed,
+               live.oldest_ready_age                 as oldest_ready_age
+        from live full join dead on dead.queue = live.queue;
+        comment on view pgqueue.queue_stats is
+            'pgqueue: per queue, ready / delayed / reserved / expired-lease / failed counts and the age of the oldest ready job.';
+    if v_options is not null then
+        execute format('alter view pgqueue.queue_stats set (%s)', array_to_string(v_options, ', '));
+    end if;
+    if v_grants is not null then
+        execute v_grants;
+    end if;
+end $$;
+
 -- issue 28: partitions (reserve, enqueue, enqueue_many, retry_failed, retry_failed_all and
 -- envelope_problem get their 0008 versions back from the migration, which no longer call these)
 drop function pgqueue.reserve_partitions(text, smallint, integer, timestamptz);

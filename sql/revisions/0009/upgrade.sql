@@ -242,3 +242,36 @@ alter table pgqueue.queues
                                           and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min)));
 -- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.
 create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null;
+
+-- issue 26: the queue_stats view counts the jobs waiting for parents or a batch as blocked, apart from
+-- delayed (a column added at the end: create or replace keeps its grants).
+create or replace view pgqueue.queue_stats as
+with live as (
+    select queue,
+           count(*) filter (where token is null and available_at <= now())       as ready,
+           count(*) filter (where token is null and available_at > now()
+                            and available_at < '9999-01-01 00:00:00+00')         as delayed,
+           count(*) filter (where token is not null and available_at > now())    as reserved,
+           count(*) filter (where token is not null and available_at <= now())   as expired,
+           max(now() - available_at) filter (where token is null and available_at <= now())
+                                                                                 as oldest_ready_age,
+           -- issue 26: waiting for parents or a batch (available_at = pgqueue.never())
+           count(*) filter (where token is null and available_at >= '9999-01-01 00:00:00+00')
+                                                                                 as blocked
+    from pgqueue.jobs
+    group by queue
+), dead as (
+    select queue, count(*) as failed from pgqueue.failed_jobs group by queue
+)
+select coalesce(live.queue, dead.queue)      as queue,
+       coalesce(live.ready, 0)               as ready,
+       coalesce(live.delayed, 0)             as delayed,
+       coalesce(live.reserved, 0)            as reserved,
+       coalesce(live.expired, 0)             as expired,
+       coalesce(dead.failed, 0)              as failed,
+       live.oldest_ready_age                 as oldest_ready_age,
+       coalesce(live.blocked, 0)             as blocked
+from live full join dead on dead.queue = live.queue;
+
+comment on view pgqueue.queue_stats is
+    'pgqueue: per queue, ready / delayed / reserved / expired-lease / failed counts, the age of the oldest ready job, and the jobs blocked waiting for parents or a batch.';
