@@ -8,11 +8,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pgqueue.dashboard.core import text_filters
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pgqueue.dashboard.core import Dashboard, text_filters, url
 from pgqueue.store import FailureSearch, JobSearch
 
-__all__ = ["BATCH", "BULK_LIMIT", "COUNT_CAP", "JOB_FILTERS", "STATES", "failure_search", "job_search",
-           "parse_args", "parse_moment"]
+__all__ = ["BATCH", "BULK_LIMIT", "COUNT_CAP", "JOB_FILTERS", "STATES", "confirm_bulk", "failure_search",
+           "job_search", "parse_args", "parse_moment"]
 
 #: The states a job can be searched by (pgqueue.jobs_matching).
 STATES = ("ready", "delayed", "reserved", "expired")
@@ -104,3 +107,20 @@ def is_narrowed(search: JobSearch) -> bool:
     """Whether the search filters anything (else the newest jobs are a page of the table)."""
     return any(v is not None for v in (search.queue, search.name, search.args, search.state, search.since,
                                        search.until))
+
+
+def confirm_bulk(dash: Dashboard, request: Request, *, page: str, what: str, actions: Mapping[str, str],  # noqa: PLR0913  # the confirmation page's parts
+                 problems: list[str], matching: int, held: int, filters: Mapping[str, str], bulk_route: str,
+                 ) -> Response:
+    """Step one of an "all matching" action on a list (``page``, its rows ``what``): the count of
+    what matches and a form that confirms it (step two posts to ``bulk_route``). An unknown
+    ``action`` parameter is named in ``problems``."""
+    action = request.query_params.get("action")
+    if action not in actions:
+        problems.append(f"unknown bulk action {action!r} ({' or '.join(actions)})")
+        action = None
+    kept = {k: v for k, v in filters.items() if v}
+    return dash.render(request, "bulk.html", page=page, what=what, action=action, problems=problems,
+                       matching=matching, held=held, cap=COUNT_CAP, limit=BULK_LIMIT, kept=kept,
+                       describe=actions.get(action or "", ""), post=url(request, bulk_route),
+                       back=url(request, page, **kept))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -12,9 +12,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgqueue import QueueError, QueueRetryError
-from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
+from pgqueue.dashboard.core import Dashboard, NavItem, text_filters
 from pgqueue.dashboard.counting import count_queues
-from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, failure_search
+from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, confirm_bulk, failure_search
 from pgqueue.store import FailureSearch
 
 NAV = NavItem("Failed jobs", "/failed", "failed")
@@ -30,14 +30,6 @@ BULK_ACTIONS = {
 }
 # How many failures one "retry selected" may name: one page's worth, with room to spare.
 MAX_SELECTED = 500
-
-
-def parse_moment(text: str | None) -> datetime | None:
-    """A filter time from the form (``YYYY-MM-DDTHH:MM[:SS]``, UTC unless it says otherwise)."""
-    if not text:
-        return None
-    moment = datetime.fromisoformat(text.strip().replace(" ", "T").removesuffix("Z"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def parse_cursor(text: str | None) -> tuple[datetime, uuid.UUID] | None:
@@ -88,25 +80,13 @@ class FailedPages:
         dash = self.dash
         params = request.query_params
         problems: list[str] = []
-        filters = text_filters(params, {"queue": "queue", "name": "job name", "reason": "reason", "since": "'from'",
-                                        "until": "'to'"}, problems)
-        since = until = after = None
-        try:
-            since = parse_moment(filters["since"])
-        except ValueError:
-            problems.append(f"'from' {filters['since']!r} is not a time (YYYY-MM-DD HH:MM, UTC); it was ignored")
-        try:
-            until = parse_moment(filters["until"])
-        except ValueError:
-            problems.append(f"'to' {filters['until']!r} is not a time (YYYY-MM-DD HH:MM, UTC); it was ignored")
+        search, filters = bulk_filters(params, problems)
+        since, until, reason = search.since, search.until, search.reason
+        after = None
         try:
             after = parse_cursor(params.get("after"))
         except ValueError:
             problems.append("the page position in the address is malformed; showing the newest failures")
-        reason = filters["reason"] or None
-        if reason is not None and reason not in REASONS:
-            problems.append(f"unknown reason {reason!r}; it was ignored")
-            reason = None
         size = dash.options.page_size
         narrowing = bool(filters["name"] or reason)
         store = await dash.store()
@@ -164,16 +144,9 @@ class FailedPages:
         # Step one of "all matching": the count, and a form that confirms it (step two, POST).
         problems: list[str] = []
         search, filters = bulk_filters(request.query_params, problems)
-        action = request.query_params.get("action")
-        if action not in BULK_ACTIONS:
-            problems.append(f"unknown bulk action {action!r} (retry or forget)")
-            action = None
         matching, retryable = await (await dash.store()).failed_matching_count(search, COUNT_CAP)
-        kept = {k: v for k, v in filters.items() if v}
-        return dash.render(request, "bulk.html", page="failed", what="failures", action=action, problems=problems,
-                           matching=matching, held=retryable, cap=COUNT_CAP, limit=BULK_LIMIT, kept=kept,
-                           describe=BULK_ACTIONS.get(action or "", ""), post=url(request, "failed_bulk"),
-                           back=url(request, "failed", **kept))
+        return confirm_bulk(dash, request, page="failed", what="failures", actions=BULK_ACTIONS, problems=problems,
+                            matching=matching, held=retryable, filters=filters, bulk_route="failed_bulk")
 
     async def bulk(self, request: Request) -> Response:
         dash = self.dash

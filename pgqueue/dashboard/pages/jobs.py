@@ -15,7 +15,7 @@ from pgqueue import QueueConfigurationError
 from pgqueue.dashboard.core import Dashboard, NavItem, text_filters, url
 from pgqueue.dashboard.counting import count_queues
 from pgqueue.dashboard.pages import batches as batch_pages
-from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, STATES, is_narrowed, job_search
+from pgqueue.dashboard.search import BATCH, BULK_LIMIT, COUNT_CAP, STATES, confirm_bulk, is_narrowed, job_search
 from pgqueue.store import JobSearch
 
 NAV = NavItem("Jobs", "/jobs", "jobs")
@@ -132,16 +132,9 @@ class JobPages:
         # Step one of "all matching": the count, and a form that confirms it (step two, POST).
         problems: list[str] = []
         search, filters = job_search(request.query_params, problems)
-        action = request.query_params.get("action")
-        if action not in BULK_ACTIONS:
-            problems.append(f"unknown bulk action {action!r} (cancel or delete)")
-            action = None
         matching, reserved = await (await dash.store()).jobs_matching_count(search, COUNT_CAP)
-        kept = {k: v for k, v in filters.items() if v}
-        return dash.render(request, "bulk.html", page="jobs", what="jobs", action=action, problems=problems,
-                           matching=matching, held=reserved, cap=COUNT_CAP, limit=BULK_LIMIT, kept=kept,
-                           describe=BULK_ACTIONS.get(action or "", ""), narrowed=is_narrowed(search),
-                           post=url(request, "jobs_bulk"), back=url(request, "jobs", **kept))
+        return confirm_bulk(dash, request, page="jobs", what="jobs", actions=BULK_ACTIONS, problems=problems,
+                            matching=matching, held=reserved, filters=filters, bulk_route="jobs_bulk")
 
     async def bulk(self, request: Request) -> Response:
         dash = self.dash
