@@ -1,0 +1,143 @@
+"""Workflows (issue 27): exactly-once effects under a replay and a stale holder, the determinism guard,
+versions, and bad input (clear errors, nothing lost)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from pgqueue import Client, JobContext, QueueLeaseError, WorkflowError
+from pgqueue.store import Store
+from tests import workflow_jobs as flows
+from tests.worker_support import Runs, client, finish, rows, runs, scalar, wait_until
+
+__all__ = ["client", "runs"]
+
+
+async def _failure(client: Client, job_id: object) -> Any:
+    found = [f for f in await (await client.failed()).all() if f.job_id == job_id]
+    return found[0] if found else None
+
+
+async def _effects(dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(flows.EFFECTS_DDL)
+
+
+async def test_a_transaction_commits_once_and_is_skipped_on_replay(client: Client, runs: Runs, dsn: str) -> None:
+    await _effects(dsn)
+    flows.FAILURES["tx:charge"] = 2  # the step after the block fails twice: the workflow runs 3 times
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.transfer(key="tx"))
+    assert await finish(handle.result(timeout=30), "the transfer") == 1
+    assert await scalar(dsn, "select count(*) from wf_effects where key = 'tx'") == 1
+    assert flows.CALLS["tx:charge"] == 3
+
+
+async def test_a_stale_holder_records_nothing_and_its_writes_roll_back(client: Client, dsn: str) -> None:
+    await _effects(dsn)
+    handle = await client.dispatch(flows.transfer(key="stale"))
+    [first] = await rows(dsn, "select * from pgqueue.reserve(array['wf'], 1, 60)")
+    await rows(dsn, "update pgqueue.jobs set available_at = now() - interval '1 second' where id = %s "
+                    "returning id", (handle,))
+    [second] = await rows(dsn, "select * from pgqueue.reserve(array['wf'], 1, 60)")
+    assert first["token"] != second["token"]
+    async with AsyncConnectionPool(dsn, kwargs={"autocommit": True}, open=False) as pool:
+        context = JobContext(job_id=handle, token=first["token"], attempts=1, tries=3, queue="wf",
+                             connection="database", lease_seconds_left=60, decisions=None,  # type: ignore[arg-type]
+                             name=flows.transfer.name)
+        context._pool = pool  # as the executor sets it
+        context.workflow_version = 1
+        with pytest.raises(QueueLeaseError, match="lease was lost"):
+            await flows.transfer(key="stale").handle(context)
+        # the step checkpoint of a plain step is refused the same way
+        assert await Store(pool).workflow_checkpoint(handle, first["token"], 2, "notify", "1", 0) == "not_yours"
+    assert await scalar(dsn, "select count(*) from wf_effects") == 0
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == 0
+
+
+async def test_a_step_recorded_under_another_name_fails_the_workflow(client: Client, runs: Runs, dsn: str) -> None:
+    handle = await client.dispatch(flows.two_steps(key="drift"))
+    await rows(dsn, "insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, result) "
+                    "values (%s, 1, 'old-charge', 'step', 'succeeded', '1') returning seq", (handle,))
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    failure = await wait_until(lambda: _failure(client, handle), "the workflow's failure")
+    assert failure.exception == "pgqueue.errors.WorkflowDeterminismError"
+    assert "'charge'" in failure.message and "'old-charge'" in failure.message
+    assert flows.CALLS["drift:charge"] == 0
+
+
+async def test_a_run_started_at_another_version_fails_clearly(client: Client, runs: Runs, dsn: str) -> None:
+    handle = await client.dispatch(flows.versioned(key="ver"))
+    await rows(dsn, "update pgqueue.jobs set envelope = jsonb_set(envelope, '{workflow}', '1') where id = %s "
+                    "returning id", (handle,))
+    await rows(dsn, "insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, result) "
+                    "values (%s, 1, 'charge', 'step', 'succeeded', '1') returning seq", (handle,))
+    fresh = await client.dispatch(flows.versioned(key="fresh"))  # no steps yet: runs at version 2
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    assert await finish(fresh.result(timeout=30), "the fresh run") == "v2"
+    failure = await wait_until(lambda: _failure(client, handle), "the old run's failure")
+    assert "started at version 1" in failure.message and "runs version 2" in failure.message
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    (flows.bad_result, "result of step 'odd'"),
+    (flows.nested, "step 'inner' was called inside another step"),
+    (flows.twice, "step name 'same' is used twice"),
+    (flows.doomed, "step 'flaky' failed 2 time(s)"),
+])
+async def test_misuse_fails_the_workflow_naming_the_step(client: Client, runs: Runs, factory: Any,
+                                                        message: str) -> None:
+    key = f"misuse-{uuid.uuid4().hex[:6]}"
+    if factory is flows.doomed:
+        flows.FAILURES[f"{key}:charge"] = 5
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(factory(key=key))
+    failure = await wait_until(lambda: _failure(client, handle), "the workflow's failure")
+    assert message in failure.message, failure.message
+    assert failure.reason == "failed_by_handler"
+
+
+async def test_signals_refused_store_nothing(client: Client, dsn: str) -> None:
+    plain = await client.dispatch(flows.Ship(key="plain"))
+    flow = await client.dispatch(flows.approval(key="sig"))
+    with pytest.raises(WorkflowError, match="is not a workflow"):
+        await client.signal(plain, "approved")
+    with pytest.raises(WorkflowError, match="is unknown"):
+        await client.signal(uuid.uuid4(), "approved")
+    with pytest.raises(WorkflowError, match="signal name"):
+        await client.signal(flow, "")
+    with pytest.raises(WorkflowError, match="signal name"):
+        await client.signal(flow, "x" * 201)
+    with pytest.raises(WorkflowError, match="over the limit"):
+        await client.signal(flow, "approved", "x" * 70000)
+    with pytest.raises(WorkflowError, match=r"not JSON|JSON"):
+        await client.signal(flow, "approved", {1, 2})
+    with pytest.raises(WorkflowError, match="not a workflow id"):
+        await client.signal("nope", "approved")
+    await client.cancel(flow)
+    with pytest.raises(WorkflowError, match="failed or was cancelled"):
+        await client.signal(flow, "approved")
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_signals") == 0
+    # SQL gives the same refusal
+    with psycopg.connect(dsn, autocommit=True) as conn, pytest.raises(psycopg.errors.InvalidParameterValue):
+        conn.execute("select pgqueue.signal(%s, 'approved', null)", (plain,))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        flow2 = await client.dispatch(flows.approval(key="sql"))
+        assert conn.execute("select pgqueue.signal(%s, 'approved', '{\"ok\": 1}')", (flow2,)).fetchone() == (
+            "delivered",)
+        assert client.signal_sync(conn, flow2, "approved", [1]) == "delivered"
+
+
+def test_a_workflow_must_be_async_and_take_its_context() -> None:
+    from pgqueue import QueueConfigurationError, workflow
+
+    with pytest.raises(QueueConfigurationError, match="async def"):
+        workflow()(lambda context: None)
+    with pytest.raises(QueueConfigurationError, match="first parameter"):
+        async def no_context() -> None: ...
+        workflow()(no_context)
