@@ -171,10 +171,8 @@ class WorkflowContext:
         seq, stored = self._next(name, "step")
         if stored is not None and stored.state == "succeeded":
             return None if stored.result is None else json.loads(stored.result)
-        if stored is not None and stored.state == "failed":
-            raise _Terminated(WorkflowStepError(f"workflow {self.id}: step {name!r} failed {stored.attempts} "
-                                                f"time(s), its tries; last error: {stored.error}"))
-        failures = 0 if stored is None else stored.attempts
+        # A step marked failed runs again (its workflow was retried: retry_failed) with fresh tries.
+        failures = 0 if stored is None or stored.state == "failed" else stored.attempts
         started = time.monotonic()
         self._in_step = True
         try:

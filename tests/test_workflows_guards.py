@@ -141,3 +141,27 @@ def test_a_workflow_must_be_async_and_take_its_context() -> None:
     with pytest.raises(QueueConfigurationError, match="first parameter"):
         async def no_context() -> None: ...
         workflow()(no_context)
+
+
+async def test_cancelling_a_workflow_cancels_the_child_it_waits_for(client: Client, runs: Runs, dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.patient_parent(key="cancelled"))
+    [child] = await wait_until(lambda: rows(dsn, "select child_id from pgqueue.workflow_steps where job_id = %s "
+                                                 "and state = 'waiting'", (handle,)), "the child dispatched")
+    assert await wait_until(lambda: scalar(dsn, "select state = 'waiting_child' from pgqueue.workflows "
+                                                "where id = %s", (handle,)), "the parent parked")
+    assert await client.cancel(handle) == "cancelled"
+    reasons = await rows(dsn, "select job_id, reason from pgqueue.failed_jobs order by failed_at")
+    assert [(r["job_id"], r["reason"]) for r in reasons] == [(handle, "cancelled"), (child["child_id"], "cancelled")]
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+async def test_the_steps_of_a_workflow_that_is_gone_are_pruned(client: Client, runs: Runs, dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.two_steps(key="pruned"))
+    await finish(handle.result(timeout=30), "the workflow")
+    # kept with its result; gone once the result is
+    assert await scalar(dsn, "select pgqueue.prune_workflows(100)") == 0
+    await rows(dsn, "delete from pgqueue.job_results where job_id = %s returning job_id", (handle,))
+    assert await scalar(dsn, "select pgqueue.prune_workflows(100)") == 1
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == 0

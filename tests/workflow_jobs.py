@@ -139,3 +139,9 @@ async def doomed(context: WorkflowContext, key: str) -> None:
 async def versioned(context: WorkflowContext, key: str) -> str:
     await context.step("charge", charge, key, 1)
     return "v2"
+
+
+@workflow(queue="wf")
+async def patient_parent(context: WorkflowContext, key: str) -> str:
+    """Waits for a child due in an hour."""
+    return str(await context.run(Ship(key=key), name="ship", delay=3600))
