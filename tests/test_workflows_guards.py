@@ -91,6 +91,7 @@ async def test_a_run_started_at_another_version_fails_clearly(client: Client, ru
 @pytest.mark.parametrize(("factory", "message"), [
     (flows.bad_result, "result of step 'odd'"),
     (flows.nested, "step 'inner' was called inside another step"),
+    (flows.step_in_block, "step 'inside' was called inside another step or a transaction block"),
     (flows.twice, "step name 'same' is used twice"),
     (flows.doomed, "step 'flaky' failed 2 time(s)"),
 ])

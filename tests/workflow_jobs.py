@@ -145,3 +145,10 @@ async def versioned(context: WorkflowContext, key: str) -> str:
 async def patient_parent(context: WorkflowContext, key: str) -> str:
     """Waits for a child due in an hour."""
     return str(await context.run(Ship(key=key), name="ship", delay=3600))
+
+
+@workflow(queue="wf")
+async def step_in_block(context: WorkflowContext, key: str) -> None:
+    async with context.transaction("block") as conn:
+        await conn.execute("select 1")
+        await context.step("inside", charge, key, 1)
