@@ -26,6 +26,9 @@ begin
     if not found then
         return 'not_yours';
     end if;
+    if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name and s.seq <> p_seq) then
+        return 'conflict';
+    end if;
     insert into pgqueue.workflow_steps as s (job_id, seq, name, kind, state, error, attempts)
     values (p_id, p_seq, p_name, 'step', 'retrying', left(p_error, 4000), 1)
     on conflict (job_id, seq) do update
@@ -48,8 +51,6 @@ begin
     returning j.queue into v_queue;
     perform pg_notify(case when p_delay_seconds = 0 then 'pgqueue' else 'pgqueue_delayed' end, v_queue);
     return 'retrying';
-exception when unique_violation then
-    return 'conflict';
 end
 $$;
 
