@@ -226,3 +226,12 @@ async def test_the_inline_mode_refuses_a_workflow_clearly(dsn: str) -> None:
     async with Client(settings=settings_for(dsn), inline=True) as inline:
         with pytest.raises(QueueConfigurationError, match="cannot run inline"):
             await inline.dispatch(flows.two_steps(key="inline"))
+
+
+async def test_a_block_whose_transaction_was_ended_records_no_checkpoint(client: Client, runs: Runs,
+                                                                        dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.self_committing(key="commit"))
+    failure = await wait_until(lambda: _failure(client, handle), "the workflow's failure")
+    assert "was ended inside the block" in failure.message
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == 0

@@ -180,3 +180,9 @@ class Packed(Job):
 @workflow(queue="wf")
 async def packing_parent(context: WorkflowContext, key: str) -> str:
     return str(await context.run(Packed(key=key), name="pack"))
+
+
+@workflow(queue="wf", tries=1)
+async def self_committing(context: WorkflowContext, key: str) -> None:
+    async with context.transaction("commits") as conn:
+        await conn.execute("commit")  # the block's transaction is the block's: refused
