@@ -90,7 +90,7 @@ async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Clien
     nav = re.search(r"<nav>(.*?)</nav>", html, re.S)
     assert nav is not None
     assert re.findall(r">([^<]+)</a>", nav.group(1)) == [
-        "Overview", "Queues", "Failed jobs", "Jobs", "Schedules", "Workers"]
+        "Overview", "Queues", "Failed jobs", "Jobs", "Workflows", "Schedules", "Workers"]
     # The throughput chart draws job_stats (issue 15): with no history, it says so in words.
     assert "<h2>Throughput" in html and "No jobs finished in the last hour." in html
 
