@@ -158,6 +158,8 @@ class WorkflowPages:
         flow["failure_message"] = dash.redactor.text(flow["failure_message"], secrets)
         now = datetime.now(UTC)
         placed, span = bars(steps, now)
+        for step in steps:  # how long a step not ended has been at it (waiting, or retrying)
+            step["open_seconds"] = None if step["ended_at"] else (now - step["started_at"]).total_seconds()
         return dash.render(request, "workflow.html", page="workflows", flow=flow, job_id=job_id,
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name)), steps=list(zip(steps, placed, strict=True)),
