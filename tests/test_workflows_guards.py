@@ -4,16 +4,20 @@ versions, and bad input (clear errors, nothing lost)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import Client, JobContext, QueueLeaseError, WorkflowError
+from pgqueue.resources import sql_dir
 from pgqueue.store import Store
 from tests import workflow_jobs as flows
-from tests.worker_support import Runs, client, finish, rows, runs, scalar, wait_until
+from tests.worker_support import Runs, client, finish, rows, runs, scalar, settings_for, wait_until
 
 __all__ = ["client", "runs"]
 
@@ -87,6 +91,7 @@ async def test_a_run_started_at_another_version_fails_clearly(client: Client, ru
 @pytest.mark.parametrize(("factory", "message"), [
     (flows.bad_result, "result of step 'odd'"),
     (flows.nested, "step 'inner' was called inside another step"),
+    (flows.step_in_block, "step 'inside' was called inside another step or a transaction block"),
     (flows.twice, "step name 'same' is used twice"),
     (flows.doomed, "step 'flaky' failed 2 time(s)"),
 ])
@@ -141,3 +146,68 @@ def test_a_workflow_must_be_async_and_take_its_context() -> None:
     with pytest.raises(QueueConfigurationError, match="first parameter"):
         async def no_context() -> None: ...
         workflow()(no_context)
+
+
+async def test_cancelling_a_workflow_cancels_the_child_it_waits_for(client: Client, runs: Runs, dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.patient_parent(key="cancelled"))
+    [child] = await wait_until(lambda: rows(dsn, "select child_id from pgqueue.workflow_steps where job_id = %s "
+                                                 "and state = 'waiting'", (handle,)), "the child dispatched")
+    assert await wait_until(lambda: scalar(dsn, "select state = 'waiting_child' from pgqueue.workflows "
+                                                "where id = %s", (handle,)), "the parent parked")
+    assert await client.cancel(handle) == "cancelled"
+    reasons = await rows(dsn, "select job_id, reason from pgqueue.failed_jobs order by failed_at")
+    assert [(r["job_id"], r["reason"]) for r in reasons] == [(handle, "cancelled"), (child["child_id"], "cancelled")]
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+async def test_the_steps_of_a_workflow_that_is_gone_are_pruned(client: Client, runs: Runs, dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.two_steps(key="pruned"))
+    await finish(handle.result(timeout=30), "the workflow")
+    # kept with its result; gone once the result is
+    assert await scalar(dsn, "select pgqueue.prune_workflows(100)") == 0
+    await rows(dsn, "delete from pgqueue.job_results where job_id = %s returning job_id", (handle,))
+    assert await scalar(dsn, "select pgqueue.prune_workflows(100)") == 1
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == 0
+
+
+@pytest.fixture
+def least_privilege(dsn: str) -> Iterator[tuple[str, str]]:
+    """The least-privilege script applied to the test's database: DSNs of a login role in pgqueue_worker
+    (which may also write the effects table, as an application's worker would) and one in pgqueue_producer."""
+    suffix = uuid.uuid4().hex[:8]
+    worker, producer = f"pgq_wf_w_{suffix}", f"pgq_wf_p_{suffix}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((sql_dir() / "roles" / "least_privilege.sql").read_bytes())
+        conn.execute(flows.EFFECTS_DDL)
+        conn.execute(sql.SQL("create role {} login in role pgqueue_worker").format(sql.Identifier(worker)))
+        conn.execute(sql.SQL("create role {} login in role pgqueue_producer").format(sql.Identifier(producer)))
+        conn.execute(sql.SQL("grant insert on wf_effects to {}").format(sql.Identifier(worker)))
+    try:
+        yield make_conninfo(dsn, user=worker), make_conninfo(dsn, user=producer)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for role in (worker, producer):
+                conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (role,))
+                conn.execute(sql.SQL("drop owned by {}").format(sql.Identifier(role)))
+                conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role)))
+
+
+async def test_a_least_privilege_worker_runs_every_kind_of_step(least_privilege: tuple[str, str], runs: Runs,
+                                                                dsn: str) -> None:
+    worker_dsn, producer_dsn = least_privilege
+    async with Client(settings=settings_for(worker_dsn)) as as_worker, \
+            Client(settings=settings_for(producer_dsn)) as as_producer:
+        runs.start(await as_worker.worker(queues=["wf"], concurrency=2))
+        moved = await as_producer.dispatch(flows.transfer(key="least"))
+        asked = await as_producer.dispatch(flows.approval(key="least"))
+        parented = await as_producer.dispatch(flows.parent(key="least"))
+        napped = await as_producer.dispatch(flows.sleeper(key="least", seconds=0.1))
+        assert await as_producer.signal(asked, "approved", {"ok": True}) in ("woken", "delivered")
+        assert await finish(moved.result(timeout=30), "the transfer") == 1
+        assert await finish(asked.result(timeout=30), "the approval") == {"ok": True}
+        assert await finish(parented.result(timeout=30), "the parent") == "got shipped-least"
+        assert await finish(napped.result(timeout=30), "the sleeper") == "rested"
+        assert len(await as_producer.workflow_steps(moved)) == 2
+    assert await scalar(dsn, "select count(*) from wf_effects where key = 'least'") == 1

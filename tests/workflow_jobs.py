@@ -139,3 +139,16 @@ async def doomed(context: WorkflowContext, key: str) -> None:
 async def versioned(context: WorkflowContext, key: str) -> str:
     await context.step("charge", charge, key, 1)
     return "v2"
+
+
+@workflow(queue="wf")
+async def patient_parent(context: WorkflowContext, key: str) -> str:
+    """Waits for a child due in an hour."""
+    return str(await context.run(Ship(key=key), name="ship", delay=3600))
+
+
+@workflow(queue="wf")
+async def step_in_block(context: WorkflowContext, key: str) -> None:
+    async with context.transaction("block") as conn:
+        await conn.execute("select 1")
+        await context.step("inside", charge, key, 1)

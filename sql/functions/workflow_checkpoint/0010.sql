@@ -23,6 +23,10 @@ begin
     if not found then
         return 'not_yours';
     end if;
+    -- The job's row is locked: no other step of it is written meanwhile, so this check holds.
+    if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name and s.seq <> p_seq) then
+        return 'conflict';
+    end if;
     insert into pgqueue.workflow_steps as s (job_id, seq, name, kind, state, result, attempts, started_at, ended_at)
     values (p_id, p_seq, p_name, p_kind, 'succeeded', p_result, 1,
             clock_timestamp() - make_interval(secs => coalesce(least(greatest(p_seconds, 0), 315360000), 0)),
@@ -32,8 +36,6 @@ begin
             ended_at = excluded.ended_at
         where s.name = excluded.name and s.kind = excluded.kind and s.state <> 'succeeded';
     return case when found then 'recorded' else 'conflict' end;
-exception when unique_violation then
-    return 'conflict';
 end
 $$;
 
