@@ -486,7 +486,9 @@ def test_the_dark_scheme_follows_the_system(dsn: str, page: Any, shots: Path) ->
 def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(dsn: str, page: Any) -> None:
     # Issue 29: every list page refreshes in place (as the overview does) without losing a selection.
     with psycopg.connect(dsn, autocommit=True) as conn:
-        enqueue_many(conn, [envelope("bulk", name="app:bulk") for _ in range(49)])
+        # 48 + first + newest: a page of 50 holds them all whatever the ids (random here), so first
+        # stays on the page when newest comes.
+        enqueue_many(conn, [envelope("bulk", name="app:bulk") for _ in range(48)])
         first = enqueue(conn, envelope("bulk", name="app:first"))
     page.set_viewport_size({"width": 1280, "height": 400})
     with served(dsn, refresh_seconds=0.3) as server:
