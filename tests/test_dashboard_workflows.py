@@ -264,3 +264,23 @@ async def test_the_list_pages_through_a_bounded_window(client: Client, dsn: str)
 
 def test_the_state_filter_offers_the_states_of_the_view() -> None:
     assert LIVE_STATES == WORKFLOW_STATES and (*WORKFLOW_STATES, "ended") == STATES
+
+
+async def test_the_ended_list_is_bounded_and_a_pruned_workflow_is_gone(client: Client, dsn: str, runs: Runs,
+                                                                       states: dict[str, uuid.UUID]) -> None:
+    await runs.close()  # no worker's maintenance prunes meanwhile: this test does, when it says so
+    store = await (create_app(client).state.dashboard.store())
+    # A window of one workflow: at most one row, and where the next page goes on from.
+    page = await store.workflows_ended_page(name=None, after=None, scan=1, limit=5)
+    assert page.scanned == 1 and len(page.rows) <= 1 and page.last is not None
+    rest = await store.workflows_ended_page(name=None, after=page.last[0], scan=10, limit=5)
+    assert {r["id"] for r in page.rows + rest.rows} == {states["succeeded"], states["failed"]}
+    # Once its result is gone, maintenance prunes the steps: the workflow leaves the list and its page.
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("delete from pgqueue.job_results where job_id = %s", (states["succeeded"],))
+        async with http_client(create_app(client)) as web:
+            shown = (await web.get(f"/workflows/{states['succeeded']}")).text
+            assert 'data-testid="workflow-outcome">ended' in shown  # kept steps, no record: ended
+            await conn.execute("select pgqueue.prune_workflows(100)")
+            assert (await web.get(f"/workflows/{states['succeeded']}")).status_code == 404
+            assert listed((await web.get("/workflows?state=ended")).text) == [str(states["failed"])]
