@@ -435,12 +435,11 @@ class _TransactionBlock:
             job = context._job  # its own block
             try:
                 job._check_block(conn.info.transaction_status)  # the same rule as JobContext's block
-                answer = await Store.workflow_checkpoint_in_transaction(
+                answer = await Store.workflow_commit_checkpoint(
                     conn, self._began, context.id, job.token, self._seq, self._name, time.monotonic() - self._started)
-                if answer is None:
+                if answer == "ended":
                     raise job._ended()  # the handler ended the block's transaction
                 context._answered(answer, self._name, "commit transaction")
-                await conn.commit()
             except BaseException:
                 await _roll_back(conn)
                 raise

@@ -124,3 +124,15 @@ async def test_dispatch_many_and_after_work_for_workflows(client: Client, runs: 
     assert [e["version"] for e in envelopes] == [1, 1, 1]
     runs.start(await client.worker(queues=["wf"], concurrency=2))
     assert (await finish(later.result(timeout=30), "the workflow after the others"))["label"] == "label-after"
+
+
+async def test_drain_runs_a_workflow_until_it_waits_and_again_once_signalled(client: Client) -> None:
+    from pgqueue.testing import drain
+
+    handle = await client.dispatch(flows.approval(key="drained"))
+    [first] = await drain(client, queues=["wf"])
+    assert (first.id, first.outcome) == (handle, "snoozed")  # parked for its signal
+    await client.signal(handle, "approved", "yes")
+    [second] = await drain(client, queues=["wf"])
+    assert (second.id, second.outcome, second.attempt) == (handle, "acked", 1)  # the wait used no try
+    assert await handle.result(timeout=5) == "yes"

@@ -211,3 +211,12 @@ async def test_a_least_privilege_worker_runs_every_kind_of_step(least_privilege:
         assert await finish(napped.result(timeout=30), "the sleeper") == "rested"
         assert len(await as_producer.workflow_steps(moved)) == 2
     assert await scalar(dsn, "select count(*) from wf_effects where key = 'least'") == 1
+
+
+async def test_a_step_called_outside_its_workflow_run_is_refused(client: Client, runs: Runs) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.leaky(key="leak"))
+    assert await finish(handle.result(timeout=30), "the workflow") == 1
+    with pytest.raises(WorkflowError, match="called after its attempt ended"):
+        await flows.KEPT["leak"].step("late", flows.charge, "leak", 1)
+    assert flows.CALLS["leak:charge"] == 0

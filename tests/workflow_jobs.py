@@ -152,3 +152,13 @@ async def step_in_block(context: WorkflowContext, key: str) -> None:
     async with context.transaction("block") as conn:
         await conn.execute("select 1")
         await context.step("inside", charge, key, 1)
+
+
+#: Contexts a workflow left behind (for the test of a step called after its attempt).
+KEPT: dict[str, WorkflowContext] = {}
+
+
+@workflow(queue="wf")
+async def leaky(context: WorkflowContext, key: str) -> int:
+    KEPT[key] = context
+    return 1
