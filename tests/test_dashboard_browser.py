@@ -780,6 +780,9 @@ def test_a_workflow_waits_on_its_page_and_the_signal_form_wakes_it(dsn: str, pag
         expect(page.locator("[data-testid=workflow-steps] tbody tr")).to_have_count(2)
         assert page.locator("[data-testid=workflow-steps] svg.bar rect").count() == 2
         page.screenshot(path=str(shots / "dashboard-workflow.png"), full_page=True)
+        page.set_viewport_size({"width": 360, "height": 740})  # fits a phone too, like every page
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360
+        page.set_viewport_size({"width": 1280, "height": 800})
         page.fill("textarea[name=payload]", "{by: browser}")
         page.click("button:text('Send signal')")
         page.wait_for_url(re.compile(r"err="))
