@@ -218,6 +218,16 @@ async def test_cancel_from_the_workflow_page(client: Client, dsn: str, states: d
         page = (await web.get(f"/workflows/{target}")).text
         assert 'data-testid="workflow-outcome">cancelled' in page
     assert await scalar(dsn, "select reason from pgqueue.failed_jobs where job_id = %s", (target,)) == "cancelled"
+    # A workflow waiting for its child: cancelled with it (the runtime's cancel, as the page says).
+    parent = states["child"]
+    child = await scalar(dsn, CHILD_OF, (parent,))
+    async with http_client(create_app(client)) as web:
+        token = csrf_of((await web.get(f"/workflows/{parent}")).text)
+        done = await web.post(f"/workflows/{parent}/cancel", data={"csrf": token, "next": f"/workflows/{parent}"})
+        assert "cancelled" in flash_of(done)["msg"]
+    reasons = await rows(dsn, "select job_id, reason from pgqueue.failed_jobs where job_id = any(%s)",
+                         ([parent, child],))
+    assert {(r["job_id"], r["reason"]) for r in reasons} == {(parent, "cancelled"), (child, "cancelled")}
 
 
 async def test_read_only_shows_the_pages_and_accepts_no_action(client: Client, dsn: str,
