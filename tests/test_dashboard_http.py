@@ -71,7 +71,8 @@ async def test_every_page_renders(opened: Client, seeded: Seeded) -> None:
         pages = ["/", "/overview/counts", "/failed", f"/failed/{seeded.failures[0]}", "/jobs",
                  f"/jobs/{seeded.reserved}", "/workers", "/queues", "/schedules",
                  "/failed?queue=emails&name=app:send_digest",
-                 "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email"]
+                 "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email",
+                 "/workflows", "/workflows?state=ended", "/workflows?state=sleeping&name=x"]
         for path in pages:
             response = await web.get(path)
             assert response.status_code == 200, (path, response.text[:500])
