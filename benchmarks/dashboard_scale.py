@@ -44,6 +44,10 @@ PAGES = (
     ("failed, reason=failed_by_handler (1 in 3)", "/failed?reason=failed_by_handler"),
     ("a failure", "/failed/{failure}"),
     ("schedules (2 periodic jobs)", "/schedules"),
+    # issue 27: no workflow among the jobs, the worst case: each list reads its whole window.
+    ("workflows, live (none among the jobs)", "/workflows"),
+    ("workflows, state=waiting_signal", "/workflows?state=waiting_signal"),
+    ("workflows, ended", "/workflows?state=ended"),
 )
 
 

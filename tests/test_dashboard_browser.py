@@ -20,6 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgqueue import Client
+from tests import workflow_jobs as flows
 from tests.dashboard_support import (
     BLOCKING,
     SECRET,
@@ -30,11 +32,13 @@ from tests.dashboard_support import (
     command_served,
     drain,
     failure,
+    in_thread,
     seed,
     served,
 )
 from tests.helpers import envelope
 from tests.sql_calls import ack, enqueue, enqueue_many, fail, reserve, rows, scalar
+from tests.worker_support import settings_for
 
 CHROMIUM = Path(os.environ.get("PGQUEUE_TEST_CHROMIUM", "/usr/bin/chromium"))
 
@@ -444,7 +448,7 @@ def test_read_only_hides_the_new_actions(dsn: str, page: Any) -> None:
 
 
 # --- issue 29: the operator's view ---
-PAGES = ("/", "/queues", "/failed", "/jobs", "/schedules", "/workers")
+PAGES = ("/", "/queues", "/failed", "/jobs", "/workflows", "/schedules", "/workers")
 
 
 def test_every_page_fits_a_phone_and_the_header_stays_readable(dsn: str, page: Any, shots: Path) -> None:
@@ -482,7 +486,9 @@ def test_the_dark_scheme_follows_the_system(dsn: str, page: Any, shots: Path) ->
 def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(dsn: str, page: Any) -> None:
     # Issue 29: every list page refreshes in place (as the overview does) without losing a selection.
     with psycopg.connect(dsn, autocommit=True) as conn:
-        enqueue_many(conn, [envelope("bulk", name="app:bulk") for _ in range(49)])
+        # 48 + first + newest: a page of 50 holds them all whatever the ids (random here), so first
+        # stays on the page when newest comes.
+        enqueue_many(conn, [envelope("bulk", name="app:bulk") for _ in range(48)])
         first = enqueue(conn, envelope("bulk", name="app:first"))
     page.set_viewport_size({"width": 1280, "height": 400})
     with served(dsn, refresh_seconds=0.3) as server:
@@ -504,7 +510,8 @@ def test_the_jobs_list_refreshes_in_place_keeping_the_selection_and_the_scroll(d
 def test_keyboard_shortcuts_open_the_main_pages(dsn: str, page: Any) -> None:
     with served(dsn) as server:
         page.goto(server.url + "/")
-        for key, path in (("j", "/jobs"), ("f", "/failed"), ("w", "/workers"), ("q", "/queues"), ("o", "/")):
+        for key, path in (("j", "/jobs"), ("f", "/failed"), ("w", "/workers"), ("k", "/workflows"), ("q", "/queues"),
+                          ("o", "/")):
             page.keyboard.press("g")
             page.keyboard.press(key)
             page.wait_for_url(server.url + path)
@@ -754,3 +761,37 @@ def test_nothing_refreshes_while_the_tab_is_hidden_and_everything_at_once_when_s
         assert ready.inner_text() == "4"
         _show(page, "visible")
         expect(ready).to_have_text("5")
+
+
+# --- issue 27: workflows ---
+def test_a_workflow_waits_on_its_page_and_the_signal_form_wakes_it(dsn: str, page: Any, shots: Path) -> None:
+    async def dispatch() -> Any:
+        async with Client(settings=settings_for(dsn)) as client:
+            return (await client.dispatch(flows.approval(key="browser", within=86_400))).id
+
+    job_id = in_thread(dispatch)
+    with served(dsn, refresh_seconds=0.3) as server, BackgroundWorker(dsn, "wf"):
+        page.goto(server.url + "/workflows?state=waiting_signal")
+        # The list refreshes in place until the worker has parked the workflow for its signal.
+        expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text("approved")
+        page.click(f"tr[data-job='{job_id}'] a")
+        page.wait_for_url(re.compile(f"/workflows/{job_id}"))
+        expect(page.locator("[data-testid=workflow-awaits]")).to_contain_text("approved")
+        expect(page.locator("[data-testid=workflow-steps] tbody tr")).to_have_count(2)
+        assert page.locator("[data-testid=workflow-steps] svg.bar rect").count() == 2
+        page.screenshot(path=str(shots / "dashboard-workflow.png"), full_page=True)
+        page.set_viewport_size({"width": 360, "height": 740})  # fits a phone too, like every page
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.fill("textarea[name=payload]", "{by: browser}")
+        page.click("button:text('Send signal')")
+        page.wait_for_url(re.compile(r"err="))
+        assert "is not JSON" in page.locator(".flash.bad").inner_text()
+        assert count(dsn, "select count(*) from pgqueue.workflow_signals") == 0
+        page.fill("textarea[name=payload]", '{"by": "browser"}')
+        page.click("button:text('Send signal')")
+        page.wait_for_url(re.compile(r"msg="))
+        assert "woken" in page.locator(".flash.ok").inner_text()
+        # The page follows the workflow to its end without a reload.
+        expect(page.locator("[data-testid=workflow-outcome]")).to_contain_text("succeeded")
+        expect(page.locator("[data-testid=workflow-result]")).to_contain_text("browser")

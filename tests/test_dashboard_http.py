@@ -71,7 +71,8 @@ async def test_every_page_renders(opened: Client, seeded: Seeded) -> None:
         pages = ["/", "/overview/counts", "/failed", f"/failed/{seeded.failures[0]}", "/jobs",
                  f"/jobs/{seeded.reserved}", "/workers", "/queues", "/schedules",
                  "/failed?queue=emails&name=app:send_digest",
-                 "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email"]
+                 "/failed?reason=failed_by_handler", "/jobs?queue=reports", "/jobs?name=app:send_email",
+                 "/workflows", "/workflows?state=ended", "/workflows?state=sleeping&name=x"]
         for path in pages:
             response = await web.get(path)
             assert response.status_code == 200, (path, response.text[:500])
@@ -90,7 +91,7 @@ async def test_the_nav_lists_the_pages_that_exist_and_nothing_else(opened: Clien
     nav = re.search(r"<nav>(.*?)</nav>", html, re.S)
     assert nav is not None
     assert re.findall(r">([^<]+)</a>", nav.group(1)) == [
-        "Overview", "Queues", "Failed jobs", "Jobs", "Schedules", "Workers"]
+        "Overview", "Queues", "Failed jobs", "Jobs", "Workflows", "Schedules", "Workers"]
     # The throughput chart draws job_stats (issue 15): with no history, it says so in words.
     assert "<h2>Throughput" in html and "No jobs finished in the last hour." in html
 

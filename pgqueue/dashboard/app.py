@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from pgqueue import Client, QueueStorageError
 from pgqueue.dashboard.core import HERE, Dashboard, Options
-from pgqueue.dashboard.pages import failed, jobs, overview, queues, schedules, workers
+from pgqueue.dashboard.pages import failed, jobs, overview, queues, schedules, workers, workflows
 from pgqueue.dashboard.security import (
     DEFAULT_ALLOWED_HOSTS,
     AllowedHosts,
@@ -26,7 +26,7 @@ from pgqueue.dashboard.security import (
 __all__ = ["PAGES", "create_app"]
 
 # The pages, in navigation order. Pages for features pgqueue does not have yet get no entry.
-PAGES: tuple[ModuleType, ...] = (overview, queues, failed, jobs, schedules, workers)
+PAGES: tuple[ModuleType, ...] = (overview, queues, failed, jobs, workflows, schedules, workers)
 
 
 def create_app(client: Client, *, read_only: bool = False, auth: tuple[str, str] | None = None,  # noqa: PLR0913  # the public API: one keyword per option

@@ -46,6 +46,8 @@ class NavItem:
     title: str
     path: str
     name: str
+    #: The shortcut's key ("g" then it); empty: the title's initial.
+    key: str = ""
 
 
 @dataclass(frozen=True)

@@ -287,3 +287,42 @@ class DashboardStatements(Pooled):
         """The queues with outcomes in ``job_stats`` in the last ``minutes`` minutes, by name."""
         with storage_errors("listing the queues with history"):
             return [str(row[0]) for row in await self._rows("dashboard_history_queues", {"minutes": minutes})]
+
+    # issue 27: workflows (bounded like the jobs list: keyset pages over a bounded window).
+    async def workflows_page(self, *, state: str | None, name: str | None, after: uuid.UUID | None,
+                             scan: int, limit: int) -> ScannedPage:
+        """Live workflows newest dispatch first, of ``state`` (a state of ``pgqueue.workflows``) and with
+        ``name`` in their name, reading at most ``scan`` jobs after ``after`` and no further than the
+        page's last match."""
+        params = {"state": state, "name": name, "after_id": None if after is None else str(after),
+                  "scan": scan, "limit": limit}
+        with storage_errors("listing workflows"):
+            rows = await self._dicts("dashboard_workflows_page", params)
+        return _windowed_page(rows, ("last_id",))
+
+    async def workflows_ended_page(self, *, name: str | None, after: uuid.UUID | None, scan: int,
+                                   limit: int) -> ScannedPage:
+        """Ended workflows whose checkpoints are kept, newest dispatch first, with their outcome; at most
+        ``scan`` workflows after ``after`` are read."""
+        params = {"name": name, "after_id": None if after is None else str(after), "scan": scan, "limit": limit}
+        with storage_errors("listing ended workflows"):
+            rows = await self._dicts("dashboard_workflows_ended", params)
+        return _windowed_page(rows, ("last_id",))
+
+    async def workflow_find(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """One workflow, live (its job and state) or ended and kept (its outcome); None: no such workflow."""
+        with storage_errors(f"finding workflow {job_id}"):
+            rows = await self._dicts("dashboard_workflow", {"job_id": str(job_id)})
+        return rows[0] if rows else None
+
+    async def workflow_timeline(self, job_id: uuid.UUID, after_seq: int, limit: int) -> list[dict[str, Any]]:
+        """At most ``limit`` checkpoints of a workflow after ``after_seq``, in seq order, for its timeline."""
+        with storage_errors(f"reading the steps of workflow {job_id}"):
+            return await self._dicts("dashboard_workflow_steps",
+                                     {"job_id": str(job_id), "after_seq": after_seq, "limit": limit})
+
+    async def workflow_of_child(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The workflow that dispatched ``job_id`` as a child (its id, name, and the step's seq and name)."""
+        with storage_errors(f"finding the workflow of job {job_id}"):
+            rows = await self._dicts("dashboard_job_parent_workflow", {"job_id": str(job_id)})
+        return rows[0] if rows else None

@@ -193,6 +193,9 @@ class JobPages:
                            chain=await batch_pages.chain_of(store, job_id, family),
                            batch=await store.batch_state(job_id) if any(k == "batch" for k, _, _ in family) else None,
                            name=str(name) if name else None,
+                           # issue 27: a workflow's job links its timeline; a child its workflow's.
+                           workflow=isinstance(envelope, dict) and "workflow" in envelope,
+                           parent_workflow=await store.workflow_of_child(job_id),
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
                            failures=dash.masked_failures(failures), attempts=await dash.attempts(job_id, secrets))

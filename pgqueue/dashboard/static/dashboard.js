@@ -133,7 +133,7 @@
     });
   });
   // Keyboard shortcuts: "g" then a page's initial (o overview, q queues, f failed jobs, j jobs,
-  // s schedules, w workers) opens it; "/" moves to the page's first filter field. Not while typing.
+  // k workflows, s schedules, w workers) opens it; "/" moves to the page's first filter field. Not while typing.
   var pending = 0;
   document.addEventListener("keydown", function (event) {
     var target = event.target;
