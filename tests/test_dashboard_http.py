@@ -1120,3 +1120,25 @@ async def test_the_counts_show_blocked_jobs_apart_from_delayed(dsn: str, opened:
     assert (cell(page, "deps", "ready"), cell(page, "deps", "delayed"), cell(page, "deps", "blocked")) \
         == ("1", "1", "1")
     assert "3 jobs" in page
+
+
+async def test_blocked_jobs_are_searched_and_cancelled_by_their_own_state(dsn: str, opened: Client) -> None:
+    """Issue 26: a job waiting for its parents (available_at = pgqueue.never()) is 'blocked' in the
+    jobs list, its state filter and the bulk actions on all matching, not 'delayed'."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        parent, child = enqueue(conn, envelope("deps")), enqueue(conn, envelope("deps"))
+        later = enqueue(conn, envelope("deps"), delay=3600)
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+               (child, parent))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/jobs?state=blocked")).text
+        assert listed_jobs(page) == [str(child)] and '<option selected>blocked</option>' in page
+        assert 'class="tag s-blocked">blocked</span>' in page and "9999" not in page
+        assert listed_jobs((await web.get("/jobs?state=delayed")).text) == [str(later)]
+        confirm = (await web.get("/jobs/bulk?action=cancel&state=blocked")).text
+        assert re.search(r'data-testid="bulk-count"><b>1</b> job', confirm), confirm
+        form = {"csrf": csrf_of(confirm), "action": "cancel", "state": "blocked", "next": "/jobs"}
+        done = await web.post("/jobs/bulk", data=form, headers={"origin": "http://localhost"})
+        assert "cancelled+1+job" in done.headers["location"]
+    assert count(dsn, "select reason from pgqueue.failed_jobs where job_id = %s", child) == "cancelled"
+    assert count(dsn, "select count(*) from pgqueue.jobs where id in (%s, %s)", parent, later) == 2

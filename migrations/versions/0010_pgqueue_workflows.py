@@ -22,12 +22,16 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0010.sql".
 UPGRADE = (
     "revisions/0010/upgrade.sql",
+    # issue 26: blocked jobs in search and bulk actions
+    "functions/jobs_matching/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0010/downgrade.sql",
+    # issue 26: blocked jobs in search and bulk actions
+    "functions/jobs_matching/0009.sql",
 )
 
 
