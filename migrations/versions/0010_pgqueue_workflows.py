@@ -24,6 +24,11 @@ UPGRADE = (
     "revisions/0010/upgrade.sql",
     # issue 26: blocked jobs in search and bulk actions
     "functions/jobs_matching/0010.sql",
+    # issue 26: a retried batch member or parent (batches recounted, dependents back)
+    "functions/jobs_requeued/0010.sql",
+    "functions/jobs_ended/0010.sql",
+    "functions/retry_failed/0010.sql",
+    "functions/retry_failed_all/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -32,6 +37,10 @@ DOWNGRADE = (
     "revisions/0010/downgrade.sql",
     # issue 26: blocked jobs in search and bulk actions
     "functions/jobs_matching/0009.sql",
+    # issue 26: a retried batch member or parent (jobs_requeued dropped in revisions/0010/downgrade.sql)
+    "functions/jobs_ended/0009.sql",
+    "functions/retry_failed/0009.sql",
+    "functions/retry_failed_all/0009.sql",
 )
 
 
