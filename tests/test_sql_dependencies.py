@@ -413,3 +413,25 @@ def test_a_dependent_retried_on_its_own_runs_and_its_parents_retry_leaves_it_be(
     _retry(conn, parent)  # brings back the sibling, waiting; the child, live, is left as it is
     assert scalar(conn, "select state from pgqueue.job_state(%s)", (sibling,)) == "blocked"
     assert scalar(conn, "select state from pgqueue.job_state(%s)", (child,)) == "waiting"
+
+
+def test_a_job_holding_a_unique_key_cannot_wait_or_join_a_batch(conn: Conn) -> None:
+    """Revision 0010: pgqueue.enqueue_unique returns the holder's id for a duplicate; giving that id
+    parents (or a batch) would make another job wait in the place of the one meant: refused."""
+    parent = _parent(conn)
+    holder = scalar(conn, "select id from pgqueue.enqueue_unique(%s, 0, 'k', 'queued', null)",
+                    (Jsonb(envelope("kids")),))
+    duplicate = scalar(conn, "select id from pgqueue.enqueue_unique(%s, 0, 'k', 'queued', null)",
+                       (Jsonb(envelope("kids")),))
+    assert duplicate == holder
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([duplicate], [parent]))
+    callback = enqueue(conn, envelope("callbacks"))
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [duplicate], callback))
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [parent], holder))
+    assert scalar(conn, "select count(*) from pgqueue.dependent_jobs") == 0
+    assert scalar(conn, "select count(*) from pgqueue.batches") == 0
+    assert scalar(conn, "select bool_or(has_dependents) from pgqueue.jobs") is False
+    assert _reservable(conn) == [holder]

@@ -29,6 +29,9 @@ UPGRADE = (
     "functions/jobs_ended/0010.sql",
     "functions/retry_failed/0010.sql",
     "functions/retry_failed_all/0010.sql",
+    # issue 26: no dependencies or batch for a job holding a unique or debounce key
+    "functions/add_dependencies/0010.sql",
+    "functions/add_batch/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -41,6 +44,9 @@ DOWNGRADE = (
     "functions/jobs_ended/0009.sql",
     "functions/retry_failed/0009.sql",
     "functions/retry_failed_all/0009.sql",
+    # issue 26: no dependencies or batch for a job holding a unique or debounce key
+    "functions/add_dependencies/0009.sql",
+    "functions/add_batch/0009.sql",
 )
 
 
