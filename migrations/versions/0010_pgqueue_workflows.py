@@ -32,6 +32,9 @@ UPGRADE = (
     # issue 26: no dependencies or batch for a job holding a unique or debounce key
     "functions/add_dependencies/0010.sql",
     "functions/add_batch/0010.sql",
+    # issue 26: a chain's line after its jobs ended (index dependent_jobs_parents_idx in upgrade.sql)
+    "functions/job_family/0010.sql",
+    "functions/job_state/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -47,6 +50,9 @@ DOWNGRADE = (
     # issue 26: no dependencies or batch for a job holding a unique or debounce key
     "functions/add_dependencies/0009.sql",
     "functions/add_batch/0009.sql",
+    # issue 26: a chain's line after its jobs ended
+    "functions/job_family/0009.sql",
+    "functions/job_state/0009.sql",
 )
 
 
