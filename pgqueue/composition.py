@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from pgqueue.envelope import EncodedJobs
     from pgqueue.jobs import Job
 
-__all__ = ["ON_PARENT_FAILURE", "Batch", "BatchState", "Composition", "Group", "check_policy", "parent_ids",
-           "refuse_unique"]
+__all__ = ["ON_PARENT_FAILURE", "Batch", "BatchState", "Composition", "Group", "check_after", "check_policy",
+           "parent_ids", "refuse_unique"]
 
 #: What a child does when a parent fails terminally or is cancelled: ``"cancel"`` (the default:
 #: it is moved to failed_jobs with reason ``dependency_failed``, and its own children follow) or
@@ -64,6 +64,21 @@ def refuse_unique(jobs: Sequence[Job], what: str) -> None:
                 f"{what}: {type(job).__name__} derives a unique key (unique_by), which cannot be combined with "
                 "after=, chain, group or batch (a duplicate is another job: it would wait or be counted in its "
                 "place); dispatch it on its own and pass its handle as a parent; nothing was dispatched")
+
+
+def check_after(after: object, what: str, *, debounced: bool = False, unique_key: str | None = None,
+                jobs: Sequence[Job] = ()) -> None:
+    """Refuse what ``after=`` cannot be combined with (nothing is stored): a debounced dispatch or a
+    unique key, whose dispatch of a duplicate returns the job already holding the key (it would
+    wait in the place of the job meant), or a job whose class derives a unique key."""
+    if after is None:
+        return
+    if debounced:
+        raise QueueDispatchError(f"{what}: after= cannot be combined with debounce; nothing was dispatched")
+    if unique_key is not None:
+        raise QueueDispatchError(f"{what}: after= cannot be combined with a unique key (a duplicate would return "
+                                 "another job, which would wait in its place); nothing was dispatched")
+    refuse_unique(jobs, what)
 
 
 def check_policy(policy: object, what: str) -> str:
