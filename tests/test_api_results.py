@@ -27,7 +27,7 @@ from pgqueue import (
 )
 from pgqueue.results import MAX_RESULT_BYTES
 from tests.api_support import run_worker
-from tests.worker_support import Runs, client, finish, rows, runs, scalar
+from tests.worker_support import Runs, client, finish, rows, runs, scalar, settings_for
 
 __all__ = ["client", "runs"]
 
@@ -392,3 +392,32 @@ def test_attempts_of_a_job_whose_args_are_unknown_are_masked_whole() -> None:
     assert (shown.message, shown.errors[0].message, shown.errors[0].traceback) == (MASK, MASK, MASK)
     kept = masked(status, Redactor(), {"user": "u", "password": "s3cret!"}, known=True)
     assert kept.errors[0].message == f"refused {MASK}" and kept.errors[0].exception == "E"
+
+
+def test_a_least_privilege_producer_sees_a_secret_jobs_attempts_masked_whole(dsn: str) -> None:
+    """A producer (sql/roles/least_privilege.sql) may follow its jobs (pgqueue.job_state) but never
+    read their args: for a job that declares secrets, the texts that might quote them are masked
+    whole."""
+    from psycopg.conninfo import make_conninfo
+    from psycopg.types.json import Jsonb
+
+    from pgqueue.redaction import MASK
+    from pgqueue.resources import sql_dir
+    from tests.helpers import envelope
+    role = f"results_producer_{uuid.uuid4().hex[:8]}"
+    env = envelope(name=SecretLogin.name, args={"user": "ann", "password": "hunter2-very-secret"}, tries=1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((sql_dir() / "roles" / "least_privilege.sql").read_bytes())
+        conn.execute(f"create role {role} login in role pgqueue_producer".encode())
+        conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(env),))
+        [held] = conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)").fetchall()
+        conn.execute("select pgqueue.fail(%s, %s, 'app.Refused', 'refused hunter2-very-secret', null, 'exception',"
+                     " 0.1, null, 'h:1')", held)
+    try:
+        producer = Client(settings=settings_for(make_conninfo(dsn, user=role)))
+        status = producer.job(env["id"]).status_sync()
+        assert status.state == "failed"
+        assert (status.message, status.errors[0].message, status.errors[0].exception) == (MASK, MASK, MASK)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"drop owned by {role}; drop role {role}".encode())
