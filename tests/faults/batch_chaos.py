@@ -159,10 +159,13 @@ def _checked(dsn: str, batch: Batch, *, members: int, workers: int, failing: int
                      batch.id)
         # Every member ended exactly once: one ack of a reservation, or one failure record (a
         # cancelled member's delete has no token; a failed one's is a 'fail').
-        not_once = one("select count(*) from pgqueue.batch_members m where m.batch_id = %s and"
-                       " (m.outcome is null or (select count(*) from fault_acks a where a.job_id = m.job_id"
-                       "  and a.kind = 'ack' and a.token is not null)"
-                       " + (select count(*) from pgqueue.failed_jobs f where f.job_id = m.job_id) <> 1)", batch.id)
+        not_once = one("with acks as (select job_id, count(*) as n from fault_acks"
+                       "              where kind = 'ack' and token is not null group by job_id),"
+                       " fails as (select job_id, count(*) as n from pgqueue.failed_jobs group by job_id)"
+                       " select count(*) from pgqueue.batch_members m"
+                       " left join acks a on a.job_id = m.job_id left join fails f on f.job_id = m.job_id"
+                       " where m.batch_id = %s and (m.outcome is null or coalesce(a.n, 0) + coalesce(f.n, 0) <> 1)",
+                       batch.id)
         figures = ChaosFigures(
             members=members, workers=workers, kills=kills, seconds=round(seconds, 1),
             dispatch_seconds=round(dispatched, 2),

@@ -116,6 +116,7 @@ async def test_a_batch_under_repeated_sigkills_releases_its_callback_once(ledger
 @pytest.mark.skipif(not os.environ.get("PGQUEUE_BATCH_CHAOS_MEMBERS"),
                     reason="the issue's full size, on demand: PGQUEUE_BATCH_CHAOS_MEMBERS=100000 "
                            "(PGQUEUE_BATCH_CHAOS_WORKERS, PGQUEUE_BATCH_CHAOS_KILL_EVERY seconds)")
+@pytest.mark.timeout(3600)
 async def test_full_size_batch_under_a_sigkill_every_few_seconds(ledger_dsn: str, producer: Client,
                                                                  fleet: WorkerFleet, fault_pyproject: Path,
                                                                  fault_report: FaultReport) -> None:
