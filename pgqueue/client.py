@@ -16,7 +16,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue.client_operations import ClientOperations, ScheduleInfo
-from pgqueue.composition import Composition, check_policy, parent_ids
+from pgqueue.composition import Composition, check_after, check_policy, parent_ids
 from pgqueue.config import ConnectionConfig, Settings, load_settings
 from pgqueue.debounce import DebouncedDispatching, debounce_arguments
 from pgqueue.dispatch_checks import check_delay, check_unique, with_result_ttl
@@ -190,6 +190,7 @@ class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperat
         type's ``partition_by``; see the README, "Partitions"; not with ``debounce``).
         """
         if debounce is not None or key is not None or max_wait is not None:
+            check_after(after, f"dispatching {type(job).__name__}", debounced=True)
             if partition is not None:
                 raise QueueConfigurationError("debounce= takes its partition from the job type's partition_by, "
                                               "not from partition=; the job was not dispatched")
@@ -200,8 +201,7 @@ class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperat
             unique_key = job.derived_unique_key()
             unique_scope, unique_for = type(job).unique_scope, type(job).unique_period
         parents = None if after is None else parent_ids(after, f"dispatching {type(job).__name__}")
-        if parents is not None and unique_key is not None:
-            raise QueueDispatchError(f"dispatching {type(job).__name__}: after= cannot be combined with a unique key")
+        check_after(after, f"dispatching {type(job).__name__}", unique_key=unique_key)
         if unique_key is not None:
             return self.job((await self.dispatch_unique(job, unique_key, scope=unique_scope, period=unique_for,
                                                         conn=conn, delay=delay, queue=queue, priority=priority,
@@ -276,6 +276,8 @@ class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperat
                   after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
                   on_parent_failure: str = "cancel") -> JobHandle:
         """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
+        check_after(after, f"dispatching {type(job).__name__}", jobs=[job],
+                    debounced=debounce is not None or key is not None or max_wait is not None)
         if debounce is not None or key is not None or max_wait is not None:
             key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
             return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from pgqueue.envelope import EncodedJobs
     from pgqueue.jobs import Job
 
-__all__ = ["ON_PARENT_FAILURE", "Batch", "BatchState", "Composition", "Group", "check_policy", "parent_ids"]
+__all__ = ["ON_PARENT_FAILURE", "Batch", "BatchState", "Composition", "Group", "check_after", "check_policy",
+           "parent_ids", "refuse_unique"]
 
 #: What a child does when a parent fails terminally or is cancelled: ``"cancel"`` (the default:
 #: it is moved to failed_jobs with reason ``dependency_failed``, and its own children follow) or
@@ -51,6 +52,33 @@ def parent_ids(after: object, what: str) -> list[uuid.UUID]:
     if not ids:
         raise QueueDispatchError(f"{what}: after= names no parent job; leave it out to dispatch without one")
     return ids
+
+
+def refuse_unique(jobs: Sequence[Job], what: str) -> None:
+    """Refuse a job whose class derives a unique key (``unique_by``) in a linked dispatch (``after=``,
+    a chain, a batch, a group): the unique dispatch of a duplicate returns the job holding the key,
+    which would then wait, or be counted, in its place; the key is never dropped silently either."""
+    for job in jobs:
+        if getattr(type(job), "unique_by", None):
+            raise QueueDispatchError(
+                f"{what}: {type(job).__name__} derives a unique key (unique_by), which cannot be combined with "
+                "after=, chain, group or batch (a duplicate is another job: it would wait or be counted in its "
+                "place); dispatch it on its own and pass its handle as a parent; nothing was dispatched")
+
+
+def check_after(after: object, what: str, *, debounced: bool = False, unique_key: str | None = None,
+                jobs: Sequence[Job] = ()) -> None:
+    """Refuse what ``after=`` cannot be combined with (nothing is stored): a debounced dispatch or a
+    unique key, whose dispatch of a duplicate returns the job already holding the key (it would
+    wait in the place of the job meant), or a job whose class derives a unique key."""
+    if after is None:
+        return
+    if debounced:
+        raise QueueDispatchError(f"{what}: after= cannot be combined with debounce; nothing was dispatched")
+    if unique_key is not None:
+        raise QueueDispatchError(f"{what}: after= cannot be combined with a unique key (a duplicate would return "
+                                 "another job, which would wait in its place); nothing was dispatched")
+    refuse_unique(jobs, what)
 
 
 def check_policy(policy: object, what: str) -> str:
@@ -120,6 +148,8 @@ class Composition:
         policy = check_policy(on_parent_failure, what)
         if unique:
             raise QueueDispatchError(f"{what}: after= cannot be combined with unique keys; nothing was dispatched")
+        jobs = list(jobs)
+        refuse_unique(jobs, what)
         encoded = self.encode_many(jobs, queue=queue, connection=connection, partition=partition)
         if not encoded.ids:
             return []
@@ -138,6 +168,7 @@ class Composition:
         if not members:
             raise QueueDispatchError("batch: give at least one member job; nothing was dispatched")
         self._needs_a_database("batch")
+        refuse_unique([*members, then], "batch")
         encoded = self.encode_many([*members, then], queue=queue, connection=connection)
         batch_id = uuid.uuid4()
         link = BatchLink(batch_id, encoded.ids[:-1], encoded.ids[-1])
@@ -154,6 +185,7 @@ class Composition:
         if not steps:
             raise QueueDispatchError("chain: give at least one job; nothing was dispatched")
         self._needs_a_database("chain")
+        refuse_unique(steps, "chain")
         encoded = self.encode_many(steps, queue=queue, connection=connection)
         links = [Wait([child], [parent]) for parent, child in zip(encoded.ids, encoded.ids[1:], strict=False)]
         await self._store_linked(encoded.connections[0], conn, encoded.text, None, links,
@@ -165,6 +197,7 @@ class Composition:
         """Dispatch ``jobs`` to run in parallel (one transaction); ``await group.results()`` gives
         their results as a list. For a job to run after them all, use :meth:`batch`."""
         members = list(jobs)
+        refuse_unique(members, "group")
         if self.inline:  # each runs at dispatch: the group is dispatch_many's
             return Group(await self.dispatch_many(members, conn=conn, queue=queue, connection=connection))
         encoded = self.encode_many(members, queue=queue, connection=connection)

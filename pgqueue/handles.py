@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 import psycopg
 
-from pgqueue.errors import JobFailedError, JobResultTimeout, QueueConfigurationError, QueueResultError
+from pgqueue.errors import (
+    JobFailedError,
+    JobResultTimeout,
+    QueueConfigurationError,
+    QueueResultError,
+    QueueStorageError,
+)
 from pgqueue.jobs import lookup
+from pgqueue.redaction import MASK, Redactor
 from pgqueue.results import type_result_ttl
 from pgqueue.store import Store
 
@@ -131,6 +139,61 @@ class JobStatus:
                 "batch_id": None if self.batch_id is None else str(self.batch_id)}
 
 
+#: The SQLSTATE of a read the role may not make (a least-privilege producer reading the args).
+_NOT_ALLOWED = "42501"
+
+
+def masked(status: JobStatus, redactor: Redactor, args: Any, known: bool) -> JobStatus:
+    """``status`` as shown: the values the job's class declares secret (``Job.redact``, plus the
+    redactor's names for every job) masked in its failure message and every attempt's exception,
+    message, traceback and worker, as the dashboard and ``queue:failed`` mask them. ``args``: the
+    job's args when ``known``; unknown (not kept, or not readable by this role), every such text is
+    masked whole, since what it quotes cannot be told."""
+    if known:
+        _, secrets = redactor.args(status.name, args)
+        if not secrets:
+            return status
+
+        def text(value: str | None) -> str | None:
+            return redactor.text(value, secrets)
+    else:
+        def text(value: str | None) -> str | None:
+            return None if value is None else MASK
+
+    errors = tuple(dataclasses.replace(e, exception=text(e.exception), message=text(e.message) or "",
+                                       traceback=text(e.traceback), worker=text(e.worker)) for e in status.errors)
+    return dataclasses.replace(status, message=text(status.message), errors=errors)
+
+
+def _needs_masking(status: JobStatus, redactor: Redactor) -> bool:
+    """Whether ``status`` shows texts and its job declares fields secret (else nothing is read)."""
+    return bool((status.errors or status.message) and redactor.fields(status.name))
+
+
+async def _shown(status: JobStatus, store: Store, redactor: Redactor) -> JobStatus:
+    if not _needs_masking(status, redactor):
+        return status
+    try:
+        known, args = await store.job_args(status.id)
+    except QueueStorageError as exc:
+        if exc.sqlstate != _NOT_ALLOWED:
+            raise
+        known, args = False, None
+    return masked(status, redactor, args, known)
+
+
+def _shown_sync(status: JobStatus, conn: psycopg.Connection[Any], redactor: Redactor) -> JobStatus:
+    if not _needs_masking(status, redactor):
+        return status
+    try:
+        known, args = Store.job_args_sync(conn, status.id)
+    except QueueStorageError as exc:
+        if exc.sqlstate != _NOT_ALLOWED:
+            raise
+        known, args = False, None
+    return masked(status, redactor, args, known)
+
+
 def _time(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
@@ -216,9 +279,12 @@ class JobHandle(uuid.UUID):
                                           "client.job(job_id)")
         return self._client
 
-    async def status(self) -> JobStatus:
-        """The job's :class:`JobStatus` now."""
-        return JobStatus.from_row(self.id, await (await self._the_client()._store()).job_state(self.id))
+    async def status(self, *, redact: Iterable[str] = ()) -> JobStatus:
+        """The job's :class:`JobStatus` now. What its class declares secret (``Job.redact``, when the
+        class is imported in this process) and the arg names in ``redact`` are masked in its failure
+        message and attempts (see :func:`masked`)."""
+        store = await self._the_client()._store()
+        return await _shown(JobStatus.from_row(self.id, await store.job_state(self.id)), store, Redactor(redact))
 
     async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109  # the issue's API: result(timeout=...)
         """The handler's return value, once the job has succeeded: woken by the database's
@@ -228,12 +294,15 @@ class JobHandle(uuid.UUID):
         and :class:`~pgqueue.QueueResultError` if it keeps no result."""
         client = self._the_client()
         status = await client._result_waiter().wait(self.id, _checked_timeout(timeout))
+        if status.state in ("failed", "cancelled"):  # the error carries it: masked as status() is
+            status = await _shown(status, await client._store(), Redactor())
         return outcome(status)
 
-    def status_sync(self) -> JobStatus:
+    def status_sync(self, *, redact: Iterable[str] = ()) -> JobStatus:
         """:meth:`status` for synchronous code (its own short connection)."""
         with psycopg.connect(self._the_client().dsn, autocommit=True) as conn:
-            return JobStatus.from_row(self.id, Store.job_state_sync(conn, self.id))
+            return _shown_sync(JobStatus.from_row(self.id, Store.job_state_sync(conn, self.id)), conn,
+                               Redactor(redact))
 
     def result_sync(self, timeout: float | None = None) -> Any:
         """:meth:`result` for synchronous code: its own connection LISTENs while it waits."""
@@ -244,7 +313,8 @@ class JobHandle(uuid.UUID):
             while True:
                 status = JobStatus.from_row(self.id, Store.job_state_sync(conn, self.id))
                 if status.ended or keeps_no_result(status):
-                    return outcome(status)
+                    return outcome(_shown_sync(status, conn, Redactor()) if status.state in ("failed", "cancelled")
+                                   else status)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise _timed_out(status, limit)

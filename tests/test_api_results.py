@@ -27,7 +27,7 @@ from pgqueue import (
 )
 from pgqueue.results import MAX_RESULT_BYTES
 from tests.api_support import run_worker
-from tests.worker_support import Runs, client, finish, rows, runs, scalar
+from tests.worker_support import Runs, client, finish, rows, runs, scalar, settings_for
 
 __all__ = ["client", "runs"]
 
@@ -341,3 +341,83 @@ async def test_progress_refuses_bad_input(client: Client, runs: Runs) -> None:
     await finish(run_worker(client), "the worker")
     assert len(seen) == 3
     assert "fraction must be a number from 0 to 1" in seen[0] and "not JSON" in seen[1] and "4096" in seen[2]
+
+
+class SecretLogin(Job):
+    """Fails quoting its password (which its class declares secret) in its error."""
+
+    name = "tests:results_secret_login"
+    redact = ("password",)
+    tries = 2
+    backoff = 0.0
+    user: str
+    password: str
+
+    async def handle(self, context: JobContext) -> str:  # declares a result, so result() waits for it
+        raise RuntimeError(f"refused {self.user} with {self.password}")
+
+
+async def test_status_and_result_mask_what_a_job_declares_secret(client: Client, runs: Runs) -> None:
+    """Issue 26: a handle's status() and the error result() raises showed every attempt's message
+    and traceback unmasked (the dashboard and queue:failed masked them)."""
+    from pgqueue.redaction import MASK
+    secret = "hunter2-very-secret"
+    await _worker(client, runs)
+    handle = await client.dispatch(SecretLogin(user="ann-the-user", password=secret))
+    with pytest.raises(JobFailedError) as raised:
+        await finish(handle.result(timeout=30), "the terminal failure")
+    assert secret not in str(raised.value) and MASK in str(raised.value)
+    carried: Any = raised.value.status
+    for status in (await handle.status(), handle.status_sync(), carried):
+        assert [e.message for e in status.errors] == [f"refused ann-the-user with {MASK}"] * 2
+        assert all(secret not in (e.traceback or "") and "refused ann-the-user" in (e.traceback or "")
+                   for e in status.errors)
+        assert status.message == f"refused ann-the-user with {MASK}"
+    also = await handle.status(redact=["user"])  # an arg named by the caller, masked too
+    assert also.errors[0].message == f"refused {MASK} with {MASK}"
+
+
+def test_attempts_of_a_job_whose_args_are_unknown_are_masked_whole() -> None:
+    """When the args cannot be read (not kept, or a role that may not read them), what an attempt
+    quotes cannot be told: its texts are masked whole, for a job that declares secrets."""
+    from datetime import UTC, datetime
+
+    from pgqueue.handles import Attempt, JobStatus, masked
+    from pgqueue.redaction import MASK, Redactor
+    attempt = Attempt(attempt=1, failed_at=datetime.now(UTC), reason="exception", exception="E",
+                      message="refused s3cret!", traceback="Traceback s3cret!", worker="h:1", duration=0.1)
+    status = JobStatus(id=uuid.uuid4(), state="failed", name=SecretLogin.name, message="refused s3cret!",
+                       errors=(attempt,))
+    shown = masked(status, Redactor(), None, known=False)
+    assert (shown.message, shown.errors[0].message, shown.errors[0].traceback) == (MASK, MASK, MASK)
+    kept = masked(status, Redactor(), {"user": "u", "password": "s3cret!"}, known=True)
+    assert kept.errors[0].message == f"refused {MASK}" and kept.errors[0].exception == "E"
+
+
+def test_a_least_privilege_producer_sees_a_secret_jobs_attempts_masked_whole(dsn: str) -> None:
+    """A producer (sql/roles/least_privilege.sql) may follow its jobs (pgqueue.job_state) but never
+    read their args: for a job that declares secrets, the texts that might quote them are masked
+    whole."""
+    from psycopg.conninfo import make_conninfo
+    from psycopg.types.json import Jsonb
+
+    from pgqueue.redaction import MASK
+    from pgqueue.resources import sql_dir
+    from tests.helpers import envelope
+    role = f"results_producer_{uuid.uuid4().hex[:8]}"
+    env = envelope(name=SecretLogin.name, args={"user": "ann", "password": "hunter2-very-secret"}, tries=1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((sql_dir() / "roles" / "least_privilege.sql").read_bytes())
+        conn.execute(f"create role {role} login in role pgqueue_producer".encode())
+        conn.execute("select pgqueue.enqueue(%s, 0)", (Jsonb(env),))
+        [held] = conn.execute("select id, token from pgqueue.reserve(array['default'], 1, 60)").fetchall()
+        conn.execute("select pgqueue.fail(%s, %s, 'app.Refused', 'refused hunter2-very-secret', null, 'exception',"
+                     " 0.1, null, 'h:1')", held)
+    try:
+        producer = Client(settings=settings_for(make_conninfo(dsn, user=role)))
+        status = producer.job(env["id"]).status_sync()
+        assert status.state == "failed"
+        assert (status.message, status.errors[0].message, status.errors[0].exception) == (MASK, MASK, MASK)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"drop owned by {role}; drop role {role}".encode())

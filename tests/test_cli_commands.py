@@ -197,6 +197,39 @@ def test_failed_and_schedule_list_mask_what_a_job_declares_secret(dsn: str, conn
     assert json.loads(by_option.stdout)["args"] == {"user": MASK, "password": SECRET}
 
 
+def test_job_show_masks_what_a_job_declares_secret_in_its_attempts(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    # Issue 26: job:show printed every attempt's message, traceback and exception unmasked (the
+    # dashboard and queue:failed masked them).
+    env = envelope("accounts", name=SIGN_IN, args={"user": "ann", "password": SECRET})
+    scalar(conn, "select pgqueue.enqueue(%s, 0)", (Jsonb(env),))
+    [held] = conn.execute("select id, token from pgqueue.reserve(array['accounts'], 1, 60)").fetchall()
+    conn.execute("select pgqueue.release(%s, %s, 0, 0.5, null, %s)",
+                 (held[0], held[1], Jsonb({"exception": "app.Refused", "message": f"refused {SECRET}",
+                                           "traceback": f"Traceback ...\napp.Refused: {SECRET}\n",
+                                           "worker": "h:1"})))
+    [held] = conn.execute("select id, token from pgqueue.reserve(array['accounts'], 1, 60)").fetchall()
+    assert scalar(conn, "select pgqueue.fail(%s, %s, 'app.Refused', %s, null, 'exception', 0.2, null, 'h:2')",
+                  (held[0], held[1], f"gave up on {SECRET}"))
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text('[tool.pgqueue]\napp = ["tests.cli_secret_jobs"]\n')
+    job_id = str(env["id"])
+    text, as_json = pgqueue_all(("job:show", job_id, "--dsn", dsn), ("job:show", job_id, "--json", "--dsn", dsn),
+                                cwd=project)
+    by_option, unmasked = pgqueue_all(("job:show", job_id, "--json", "--redact", "password", "--dsn", dsn),
+                                      ("job:show", job_id, "--dsn", dsn), cwd=elsewhere)
+    for result in (text, as_json, by_option):
+        assert result.returncode == 0, result.stderr
+        assert SECRET not in result.stdout, result.args
+    shown = json.loads(as_json.stdout)
+    assert [e["message"] for e in shown["errors"]] == [f"refused {MASK}", f"gave up on {MASK}"]
+    assert shown["message"] == f"gave up on {MASK}" and SECRET not in (shown["errors"][0]["traceback"] or "")
+    assert json.loads(by_option.stdout) == shown  # --redact, the class not imported
+    assert f"refused {MASK}" in text.stdout
+    assert SECRET in unmasked.stdout  # neither the class nor --redact: nothing is declared secret
+
+
 def test_failed_unknown_or_malformed_id(dsn: str, tmp_path: Path) -> None:
     unknown, malformed = pgqueue_all(("queue:failed", "7a0c3c8e-1b53-4df8-a2b6-2d2b41c1c4e5", "--dsn", dsn),
                                      ("queue:forget", "42", "--dsn", dsn), cwd=tmp_path)

@@ -8,6 +8,7 @@ wrong CSRF token, a foreign origin, read-only mode and missing credentials chang
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import subprocess
@@ -1121,3 +1122,54 @@ async def test_the_counts_show_blocked_jobs_apart_from_delayed(dsn: str, opened:
     assert (cell(page, "deps", "ready"), cell(page, "deps", "delayed"), cell(page, "deps", "blocked")) \
         == ("1", "1", "1")
     assert "3 jobs" in page
+
+
+async def test_blocked_jobs_are_searched_and_cancelled_by_their_own_state(dsn: str, opened: Client) -> None:
+    """Issue 26: a job waiting for its parents (available_at = pgqueue.never()) is 'blocked' in the
+    jobs list, its state filter and the bulk actions on all matching, not 'delayed'."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        parent, child = enqueue(conn, envelope("deps")), enqueue(conn, envelope("deps"))
+        later = enqueue(conn, envelope("deps"), delay=3600)
+        scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+               (child, parent))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/jobs?state=blocked")).text
+        assert listed_jobs(page) == [str(child)] and '<option selected>blocked</option>' in page
+        assert 'class="tag s-blocked">blocked</span>' in page and "9999" not in page
+        assert listed_jobs((await web.get("/jobs?state=delayed")).text) == [str(later)]
+        confirm = (await web.get("/jobs/bulk?action=cancel&state=blocked")).text
+        assert re.search(r'data-testid="bulk-count"><b>1</b> job', confirm), confirm
+        form = {"csrf": csrf_of(confirm), "action": "cancel", "state": "blocked", "next": "/jobs"}
+        done = await web.post("/jobs/bulk", data=form, headers={"origin": "http://localhost"})
+        assert "cancelled+1+job" in done.headers["location"]
+    assert count(dsn, "select reason from pgqueue.failed_jobs where job_id = %s", child) == "cancelled"
+    assert count(dsn, "select count(*) from pgqueue.jobs where id in (%s, %s)", parent, later) == 2
+
+
+async def test_the_chain_line_stays_whole_after_its_jobs_ended(dsn: str, opened: Client) -> None:
+    """Issue 26 (revision 0010): the job page of a chain member that left pgqueue.jobs (acked keeping
+    nothing, or failed) still shows the chain's line, from the dependency tables kept for the
+    history's retention; an acked job is shown while anything of it is kept."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        steps = [enqueue(conn, envelope("chain")) for _ in range(4)]
+        for parent, child in itertools.pairwise(steps):
+            scalar(conn, "select pgqueue.add_dependencies(array[%s]::uuid[], array[%s]::uuid[], 'cancel')",
+                   (child, parent))
+        for _ in range(2):  # the first two succeed (a plain ack: no result kept)
+            [held] = reserve(conn, ["chain"], 1)
+            assert ack(conn, [held["id"]], [held["token"]]) == {held["id"]: True}
+        [held] = reserve(conn, ["chain"], 1)
+        assert held["id"] == steps[2] and fail(conn, held["id"], held["token"])  # the last is cancelled
+        assert scalar(conn, "select count(*) from pgqueue.jobs") == 0
+        assert scalar(conn, "select count(*) from pgqueue.job_state(%s)", (steps[0],)) == 0
+    async with http_client(create_app(opened)) as web:
+        pages = [await web.get(f"/jobs/{step}") for step in steps]
+        lone = await web.get(f"/jobs/{uuid.uuid4()}")
+    assert [p.status_code for p in pages] == [200, 200, 200, 200] and lone.status_code == 404
+    for step, page in zip(steps, pages, strict=True):
+        line = re.search(r'data-testid="job-chain">(.*?)</dd>', page.text, re.S)
+        assert line is not None, step
+        assert list(dict.fromkeys(re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", line.group(1)))) == [str(s) for s in steps]
+    assert "keeping nothing but what it waited for" in pages[0].text
+    assert "no longer waiting" in pages[0].text and 'data-testid="attempts"' not in pages[0].text
+    assert "ended in failure" in pages[2].text and "ended in failure" in pages[3].text

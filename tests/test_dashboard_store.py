@@ -198,11 +198,19 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
                                          args={"to": f"u{i % 4}@example.com", "n": i % 5})],
                          delays=[3600.0 * (i % 2)])
         reserve(conn, ["emails"], 3)
+        # Issue 26: four jobs wait for a parent (blocked, not delayed).
+        parent = scalar(conn, "select id from pgqueue.jobs where token is null and available_at <= now()"
+                              " order by created_at limit 1")
+        waiting = [r[0] for r in conn.execute("select id from pgqueue.jobs where token is null and available_at"
+                                              " <= now() and id <> %s order by created_at limit 4",
+                                              (parent,)).fetchall()]
+        conn.execute("select pgqueue.add_dependencies(%s::uuid[], array[%s]::uuid[], 'cancel')", (waiting, parent))
         # The 21st dispatched (by created_at: the ids are random, so not by id).
         middle = scalar(conn, "select created_at from pgqueue.jobs order by created_at offset 20 limit 1")
     searches = [JobSearch(), JobSearch(queue="emails"), JobSearch(name="send_1"),
                 JobSearch(args={"to": "u1@example.com"}), JobSearch(args={"n": 2}, state="delayed"),
-                JobSearch(state="reserved"), JobSearch(state="ready"),
+                JobSearch(state="reserved"), JobSearch(state="ready"), JobSearch(state="blocked"),
+                JobSearch(state="delayed"), JobSearch(state="blocked", queue="emails"),
                 JobSearch(since=middle), JobSearch(until=middle, name="SEND", queue="reports")]
     with psycopg.connect(dsn, autocommit=True) as conn:
         for search in searches:
@@ -222,6 +230,13 @@ async def test_the_search_page_and_the_bulk_functions_agree_on_what_matches(dsn:
                 assert first.scanned == 1 + scalar(conn, "select count(*) from pgqueue.jobs where id > %s",
                                                    (expected[2],)), search
     assert len(expected) > 0
+    blocked = await store.jobs_search(JobSearch(state="blocked"), after=None, scan=1000, limit=1000)
+    assert sorted(r["id"] for r in blocked.rows) == sorted(waiting)
+    assert {r["state"] for r in blocked.rows} == {"blocked"}
+    delayed = await store.jobs_search(JobSearch(state="delayed"), after=None, scan=1000, limit=1000)
+    assert not set(waiting) & {r["id"] for r in delayed.rows}
+    listed = await store.jobs_page(queue=None, name=None, after=None, scan=1000, limit=1000)
+    assert {r["id"] for r in listed.rows if r["state"] == "blocked"} == set(waiting)
 
 
 async def test_the_attempt_history_is_newest_first_bounded_and_counted(dsn: str, store: Store) -> None:

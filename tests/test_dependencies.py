@@ -163,3 +163,61 @@ async def test_the_inline_mode_runs_a_group_and_refuses_what_must_wait(dsn: str)
     with pytest.raises(QueueConfigurationError, match="inline mode runs each job at dispatch"):
         await inline_client.batch([Step(key="i5", value=1)], then=Step(key="i6", value=1))
     assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 0
+
+
+class UniqueStep(Job):
+    """A job whose class derives its unique key from its args."""
+
+    name = "tests:deps_unique_step"
+    unique_by = ("key",)
+    key: str
+    value: int
+
+    async def handle(self, context: JobContext) -> int:
+        return self.value
+
+
+async def test_after_and_batches_refuse_unique_and_debounce_keys_and_store_nothing(client: Client, dsn: str) -> None:
+    """Revision 0010: a unique (or debounced) dispatch of a duplicate returns another job, the one
+    holding the key; it must never wait, or be counted in a batch, in the place of the job meant.
+    So after=, chain, group and batch refuse keys, naming the job, and store nothing (a unique_by
+    job's key was dropped silently by dispatch_many(after=), chain, group and batch; debounce=
+    silently ignored after=)."""
+    parent = await client.dispatch(Step(key="up", value=1), delay=3600)
+    refused = [
+        client.dispatch(Step(key="u1", value=1), after=[parent], unique_key="k"),
+        client.dispatch(UniqueStep(key="u2", value=1), after=[parent]),
+        client.dispatch_many([UniqueStep(key="u3", value=1)], after=[parent]),
+        client.dispatch_many([Step(key="u4", value=1)], after=[parent], unique_keys=["k4"]),
+        client.chain([Step(key="u5", value=1), UniqueStep(key="u6", value=1)]),
+        client.group([UniqueStep(key="u7", value=1)]),
+        client.batch([UniqueStep(key="u8", value=1)], then=Step(key="u9", value=1)),
+        client.batch([Step(key="u10", value=1)], then=UniqueStep(key="u11", value=1)),
+    ]
+    for attempt in refused:
+        with pytest.raises(QueueDispatchError, match=r"unique key|unique_by") as caught:
+            await attempt
+        assert "nothing was dispatched" in str(caught.value)
+    with pytest.raises(QueueDispatchError, match="after= cannot be combined with debounce"):
+        await client.dispatch(Step(key="d1", value=1), after=[parent], debounce=5, key="dk")
+    with psycopg.connect(dsn) as sync_conn:
+        with pytest.raises(QueueDispatchError, match="after= cannot be combined with debounce"):
+            client.dispatch_sync(Step(key="d2", value=1), conn=sync_conn, after=[parent], debounce=5, key="dk")
+        with pytest.raises(QueueDispatchError, match="unique_by"):
+            client.dispatch_sync(UniqueStep(key="d3", value=1), conn=sync_conn, after=[parent])
+    assert await scalar(dsn, "select count(*) from pgqueue.jobs") == 1
+    assert await scalar(dsn, "select count(*) from pgqueue.dependent_jobs") == 0
+    assert await scalar(dsn, "select count(*) from pgqueue.batches") == 0
+
+
+async def test_a_unique_duplicates_handle_is_a_parent_the_job_holding_the_key(client: Client, runs: Runs) -> None:
+    """The handle a duplicate's dispatch returns is the job holding the key: a child given it as a
+    parent waits for that job and reads its result."""
+    first = await client.dispatch(UniqueStep(key="held", value=5))
+    duplicate = await client.dispatch(UniqueStep(key="held", value=99))
+    assert duplicate == first
+    child = await client.dispatch(Step(key="after_dup", value=1), after=[duplicate])
+    assert (await child.status()).parents == (first,)
+    await _worker(client, runs)
+    assert await child.result(timeout=10) == 6
+    assert SEEN["after_dup"] == {first: 5}

@@ -14,7 +14,7 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from tests.helpers import envelope
-from tests.sql_calls import Conn, Row, ack, enqueue, expire_lease, fail, job, reserve, rows, scalar
+from tests.sql_calls import Conn, Row, ack, enqueue, expire_lease, fail, job, release, reserve, rows, scalar
 
 
 def _parent(conn: Conn, **env: Any) -> uuid.UUID:
@@ -283,3 +283,155 @@ def test_two_parents_ending_at_once_one_failing_cancel_the_child_without_a_deadl
             ("select * from pgqueue.ack(array[%s]::uuid[], array[%s]::bigint[])", first, held[first]),
             ("select pgqueue.fail(%s, %s, 'E', 'm', null, 'exception')", second, held[second])]) == []
         assert _failure(conn, child)["reason"] == "dependency_failed"
+
+
+# --- revision 0010: a retried batch member or parent (pgqueue.jobs_requeued) ---
+def _retry(conn: Conn, job_id: uuid.UUID, how: str = "one") -> None:
+    """Put a failed job back the way an operator does: retry_failed (its latest failure),
+    retry_failed_all of its queue or retry_failed_matching of its queue."""
+    failure = rows(conn, "select id, queue from pgqueue.failed_jobs where job_id = %s order by failed_at desc",
+                   (job_id,))[0]
+    if how == "one":
+        assert scalar(conn, "select pgqueue.retry_failed(%s)", (failure["id"],)) == job_id
+    elif how == "all":
+        assert scalar(conn, "select pgqueue.retry_failed_all(%s)", (failure["queue"],)) == 1
+    else:
+        assert scalar(conn, "select pgqueue.retry_failed_matching(%s, null, null, null, null, 10)",
+                      (failure["queue"],)) == 1
+
+
+def _counts(conn: Conn, batch: uuid.UUID) -> tuple[int, int, int, int]:
+    s = rows(conn, "select * from pgqueue.batch_state(%s)", (batch,))[0]
+    return s["pending"], s["succeeded"], s["failed"], s["cancelled"]
+
+
+@pytest.mark.parametrize("how", ["one", "all", "matching"])
+def test_a_retried_batch_member_is_pending_again_and_the_callback_waits_for_it(conn: Conn, how: str) -> None:
+    batch, members, callback = _batch(conn, 2)
+    first = _run(conn)
+    fail(conn, first["id"], first["token"])
+    assert _counts(conn, batch) == (1, 0, 1, 0)
+    _retry(conn, first["id"], how)
+    assert _counts(conn, batch) == (2, 0, 0, 0)
+    assert scalar(conn, "select outcome from pgqueue.batch_members where job_id = %s", (first["id"],)) is None
+    # The other member ends: the retried one is still pending, so the callback waits.
+    other = next(m for m in members if m != first["id"])
+    while (r := _run(conn))["id"] != other:
+        release(conn, r["id"], r["token"], 3600)
+    ack(conn, [other], [r["token"]])
+    assert _reservable(conn, "callbacks") == []
+    assert _counts(conn, batch) == (1, 1, 0, 0)
+    conn.execute(b"update pgqueue.jobs set available_at = now() where queue = 'default'")
+    again = _run(conn)
+    assert again["id"] == first["id"]
+    ack(conn, [again["id"]], [again["token"]])
+    assert _counts(conn, batch) == (0, 2, 0, 0)
+    assert _reservable(conn, "callbacks") == [callback]
+
+
+def test_a_member_retried_after_the_callback_ran_is_counted_but_the_callback_runs_once(conn: Conn) -> None:
+    batch, [member], callback = _batch(conn, 1)
+    r = _run(conn)
+    fail(conn, r["id"], r["token"])
+    [cb] = reserve(conn, ["callbacks"], 1)
+    ack(conn, [cb["id"]], [cb["token"]])  # the callback ran, with failed = 1
+    _retry(conn, member)
+    assert _counts(conn, batch) == (1, 0, 0, 0)
+    assert rows(conn, "select finished_at from pgqueue.batch_state(%s)", (batch,))[0]["finished_at"] is None
+    r = _run(conn)
+    ack(conn, [r["id"]], [r["token"]])
+    assert _counts(conn, batch) == (0, 1, 0, 0)  # truthful, and finished again
+    assert rows(conn, "select finished_at from pgqueue.batch_state(%s)", (batch,))[0]["finished_at"] is not None
+    assert job(conn, callback) is None and _reservable(conn, "callbacks") == []  # not run a second time
+
+
+def test_a_callback_released_but_not_started_waits_again_and_one_in_backoff_keeps_its_due_time(conn: Conn) -> None:
+    batch, [member], callback = _batch(conn, 1)
+    r = _run(conn)
+    fail(conn, r["id"], r["token"])
+    _retry(conn, member)  # the callback was released, never reserved: it waits for the member again
+    assert scalar(conn, "select available_at = pgqueue.never() from pgqueue.jobs where id = %s", (callback,))
+    r = _run(conn)
+    fail(conn, r["id"], r["token"])
+    [cb] = reserve(conn, ["callbacks"], 1)
+    release(conn, cb["id"], cb["token"], 3600)  # its first attempt failed: a retry an hour later
+    _retry(conn, member)
+    r = _run(conn)
+    ack(conn, [r["id"]], [r["token"]])
+    assert _counts(conn, batch) == (0, 1, 0, 0)
+    assert scalar(conn, "select available_at > now() + interval '3500 seconds' from pgqueue.jobs where id = %s",
+                  (callback,))
+
+
+@pytest.mark.parametrize("how", ["one", "all", "matching"])
+def test_a_retried_parent_brings_back_the_dependents_it_cancelled_transitively(conn: Conn, how: str) -> None:
+    parent = _parent(conn)
+    child = _child(conn, [parent])
+    grandchild = _child(conn, [child], queue="grandkids")
+    r = _run(conn)
+    fail(conn, r["id"], r["token"])
+    assert job(conn, child) is None and job(conn, grandchild) is None
+    _retry(conn, parent, how)
+    assert scalar(conn, "select state from pgqueue.job_state(%s)", (child,)) == "blocked"
+    assert scalar(conn, "select state from pgqueue.job_state(%s)", (grandchild,)) == "blocked"
+    assert scalar(conn, "select count(*) from pgqueue.failed_jobs where job_id in (%s, %s)", (child, grandchild)) == 0
+    assert _reservable(conn) == [] and _reservable(conn, "grandkids") == []
+    r = _run(conn)
+    ack(conn, [r["id"]], [r["token"]])
+    [c] = reserve(conn, ["kids"], 1)
+    assert c["id"] == child
+    ack(conn, [c["id"]], [c["token"]])
+    assert _reservable(conn, "grandkids") == [grandchild]
+
+
+def test_a_dependent_whose_other_parent_failed_stays_cancelled(conn: Conn) -> None:
+    a, b = _parent(conn), _parent(conn, queue="other")
+    child = _child(conn, [a, b])
+    ra = _run(conn)
+    fail(conn, ra["id"], ra["token"])
+    rb = _run(conn, "other")
+    fail(conn, rb["id"], rb["token"])
+    _retry(conn, a)
+    assert job(conn, child) is None and _failure(conn, child)["reason"] == "dependency_failed"
+    _retry(conn, b)  # now both parents are back: the child waits for both
+    assert scalar(conn, "select waiting_on from pgqueue.dependent_jobs where job_id = %s", (child,)) == 2
+    for queue in ("default", "other"):
+        r = _run(conn, queue)
+        ack(conn, [r["id"]], [r["token"]])
+    assert _reservable(conn) == [child]
+
+
+def test_a_dependent_retried_on_its_own_runs_and_its_parents_retry_leaves_it_be(conn: Conn) -> None:
+    parent = _parent(conn)
+    child = _child(conn, [parent])
+    sibling = _child(conn, [parent])
+    r = _run(conn)
+    fail(conn, r["id"], r["token"])
+    # The child is retried on its own first: its parent ended (failed), so it runs (the operator's call).
+    _retry(conn, child)
+    assert scalar(conn, "select state from pgqueue.job_state(%s)", (child,)) == "waiting"
+    _retry(conn, parent)  # brings back the sibling, waiting; the child, live, is left as it is
+    assert scalar(conn, "select state from pgqueue.job_state(%s)", (sibling,)) == "blocked"
+    assert scalar(conn, "select state from pgqueue.job_state(%s)", (child,)) == "waiting"
+
+
+def test_a_job_holding_a_unique_key_cannot_wait_or_join_a_batch(conn: Conn) -> None:
+    """Revision 0010: pgqueue.enqueue_unique returns the holder's id for a duplicate; giving that id
+    parents (or a batch) would make another job wait in the place of the one meant: refused."""
+    parent = _parent(conn)
+    holder = scalar(conn, "select id from pgqueue.enqueue_unique(%s, 0, 'k', 'queued', null)",
+                    (Jsonb(envelope("kids")),))
+    duplicate = scalar(conn, "select id from pgqueue.enqueue_unique(%s, 0, 'k', 'queued', null)",
+                       (Jsonb(envelope("kids")),))
+    assert duplicate == holder
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_dependencies(%s::uuid[], %s::uuid[], 'cancel')", ([duplicate], [parent]))
+    callback = enqueue(conn, envelope("callbacks"))
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [duplicate], callback))
+    with pytest.raises(errors.InvalidParameterValue, match=f"job {holder} holds a unique or debounce key"):
+        scalar(conn, "select pgqueue.add_batch(%s, %s::uuid[], %s)", (uuid.uuid4(), [parent], holder))
+    assert scalar(conn, "select count(*) from pgqueue.dependent_jobs") == 0
+    assert scalar(conn, "select count(*) from pgqueue.batches") == 0
+    assert scalar(conn, "select bool_or(has_dependents) from pgqueue.jobs") is False
+    assert _reservable(conn) == [holder]

@@ -1042,18 +1042,29 @@ def _status_text(status: pgqueue.JobStatus) -> str:
 def job_show(
     job_id: Annotated[str, typer.Argument(metavar="ID", help="The job id (as dispatch returned it).")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+    redact: Redact = None,
+    apps: Annotated[list[str] | None, typer.Option(
+        "--app", metavar="MODULE",
+        help="Module that defines jobs, imported so their `redact` fields are known (repeatable; also "
+             "[tool.pgqueue] app).")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Show where a job is (waiting, blocked, delayed, running, succeeded, failed, cancelled; unknown
     when pgqueue holds nothing of it), its times, its result when kept, every failed attempt, the
-    jobs it waits for, the jobs still waiting for it and its batch (pgqueue.job_state)."""
+    jobs it waits for, the jobs still waiting for it and its batch (pgqueue.job_state).
+
+    Args a job declares secret (its class's `redact`, known for the --app modules, and --redact
+    fields) are masked in its failure message and in every attempt's exception, message, traceback
+    and worker, as `queue:failed` and the dashboard mask them.
+    """
     wanted = _job_id(job_id)
+    import_apps(app_modules(apps, pgqueue.load_settings(dsn=dsn, dsn_source="--dsn")))
     found = target(dsn)
 
     async def show() -> pgqueue.JobStatus:
         async with found.client() as client:
-            return await client.job(wanted).status()
+            return await client.job(wanted).status(redact=redact or ())
 
     status = asyncio.run(show())
     typer.echo(json.dumps(status.to_data(), indent=2) if as_json else _status_text(status))

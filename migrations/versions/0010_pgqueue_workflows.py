@@ -31,6 +31,19 @@ UPGRADE = (
     "functions/signal/0010.sql",
     "functions/prune_workflows/0010.sql",
     "functions/cancel/0010.sql",
+    # issue 26: blocked jobs in search and bulk actions
+    "functions/jobs_matching/0010.sql",
+    # issue 26: a retried batch member or parent (batches recounted, dependents back)
+    "functions/jobs_requeued/0010.sql",
+    "functions/jobs_ended/0010.sql",
+    "functions/retry_failed/0010.sql",
+    "functions/retry_failed_all/0010.sql",
+    # issue 26: no dependencies or batch for a job holding a unique or debounce key
+    "functions/add_dependencies/0010.sql",
+    "functions/add_batch/0010.sql",
+    # issue 26: a chain's line after its jobs ended (index dependent_jobs_parents_idx in upgrade.sql)
+    "functions/job_family/0010.sql",
+    "functions/job_state/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -39,6 +52,18 @@ DOWNGRADE = (
     "revisions/0010/downgrade.sql",
     # issue 27: cancel without the workflow's children
     "functions/cancel/0005.sql",
+    # issue 26: blocked jobs in search and bulk actions
+    "functions/jobs_matching/0009.sql",
+    # issue 26: a retried batch member or parent (jobs_requeued dropped in revisions/0010/downgrade.sql)
+    "functions/jobs_ended/0009.sql",
+    "functions/retry_failed/0009.sql",
+    "functions/retry_failed_all/0009.sql",
+    # issue 26: no dependencies or batch for a job holding a unique or debounce key
+    "functions/add_dependencies/0009.sql",
+    "functions/add_batch/0009.sql",
+    # issue 26: a chain's line after its jobs ended
+    "functions/job_family/0009.sql",
+    "functions/job_state/0009.sql",
 )
 
 

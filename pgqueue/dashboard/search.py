@@ -17,8 +17,8 @@ from pgqueue.store import FailureSearch, JobSearch
 __all__ = ["BATCH", "BULK_LIMIT", "COUNT_CAP", "JOB_FILTERS", "STATES", "confirm_bulk", "failure_search",
            "job_search", "parse_args", "parse_moment"]
 
-#: The states a job can be searched by (pgqueue.jobs_matching).
-STATES = ("ready", "delayed", "reserved", "expired")
+#: The states a job can be searched by (pgqueue.jobs_matching; blocked: waiting for parents or a batch).
+STATES = ("ready", "delayed", "blocked", "reserved", "expired")
 #: The job search's fields and how a problem names them.
 JOB_FILTERS = {"queue": "queue", "name": "job name", "args": "args", "state": "state", "since": "'from'",
                "until": "'to'"}

@@ -72,6 +72,23 @@ class ResultStatements(Pooled):
             rows = await self._dicts("job_state", (job_id,))
         return rows[0] if rows else None
 
+    async def job_args(self, job_id: uuid.UUID) -> tuple[bool, Any]:
+        """The args kept of a job (its live row, latest failure or completed copy) to mask what its
+        class declares secret: (found, args). Raises QueueStorageError (SQLSTATE 42501) for a role
+        that may not read those tables."""
+        with storage_errors(f"reading the args of job {job_id}"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("job_args"), {"job_id": job_id})
+                row = await cur.fetchone()
+        return (row is not None), (row[0] if row is not None else None)
+
+    @staticmethod
+    def job_args_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID) -> tuple[bool, Any]:
+        """:meth:`job_args` on a blocking connection."""
+        with storage_errors(f"reading the args of job {job_id}"):
+            row = conn.execute(query("job_args"), {"job_id": job_id}).fetchone()
+        return (row is not None), (row[0] if row is not None else None)
+
     @staticmethod
     def job_state_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID) -> dict[str, Any] | None:
         """:meth:`job_state` on a blocking connection."""

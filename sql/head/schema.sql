@@ -444,6 +444,8 @@ create table pgqueue.dependent_jobs (
     constraint dependent_jobs_waiting_on check (waiting_on >= 0)
 );
 create index dependent_jobs_created_at_idx on pgqueue.dependent_jobs (created_at);
+-- issue 26 (revision 0010): a job's children, ended or not (pgqueue.job_family), by parent id
+create index dependent_jobs_parents_idx on pgqueue.dependent_jobs using gin (parents);
 comment on table pgqueue.dependent_jobs is
     'pgqueue: jobs dispatched with parents: every parent, how many are still open, the failure policy, when released.';
 -- A batch: its members' ends are counted here (one row, updated in the statement that ends each

@@ -2,7 +2,8 @@
 -- UUIDs, so the primary key is the dispatch order), filtered by queue and job name, read by
 -- keyset (after_id: the last id seen). Bounded like dashboard_failed_page.sql: at most
 -- %(scan)s jobs after the cursor are read; every row carries how many were read and the last
--- of them. State: reserved (a live lease), expired (a lease that ran out), delayed, ready.
+-- of them. State: reserved (a live lease), expired (a lease that ran out), blocked (waiting for
+-- parents or a batch: available_at = pgqueue.never()), delayed, ready.
 with scanned as materialized (
     select j.id,
            (%(queue)s::text is null or j.queue = %(queue)s::text)
@@ -18,6 +19,7 @@ select c.scanned, l.last_id,
        j.id, j.queue, j.priority, j.envelope->>'name' as name, j.attempts, j.max_tries,
        case when j.token is not null and j.available_at > now() then 'reserved'
             when j.token is not null then 'expired'
+            when j.available_at >= '9999-01-01 00:00:00+00'::timestamptz then 'blocked'  -- issue 26
             when j.available_at > now() then 'delayed'
             else 'ready' end as state,
        j.available_at, j.created_at

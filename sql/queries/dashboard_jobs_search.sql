@@ -16,6 +16,7 @@ with scanned as (
     select j.id, j.queue, j.priority, j.envelope->>'name' as name, j.attempts, j.max_tries,
            case when j.token is not null and j.available_at > now() then 'reserved'
                 when j.token is not null then 'expired'
+                when j.available_at >= '9999-01-01 00:00:00+00'::timestamptz then 'blocked'  -- issue 26
                 when j.available_at > now() then 'delayed'
                 else 'ready' end as state,
            j.available_at, j.created_at,
@@ -27,6 +28,7 @@ with scanned as (
            and (%(state)s::text is null or %(state)s::text = case
                     when j.token is not null and j.available_at > now() then 'reserved'
                     when j.token is not null then 'expired'
+                    when j.available_at >= '9999-01-01 00:00:00+00'::timestamptz then 'blocked'  -- issue 26
                     when j.available_at > now() then 'delayed'
                     else 'ready' end)
            and (%(since)s::timestamptz is null or j.created_at >= %(since)s::timestamptz)

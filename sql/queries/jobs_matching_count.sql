@@ -12,6 +12,7 @@ from (
       and (%(state)s::text is null or %(state)s::text = case
                when j.token is not null and j.available_at > now() then 'reserved'
                when j.token is not null then 'expired'
+               when j.available_at >= '9999-01-01 00:00:00+00'::timestamptz then 'blocked'  -- issue 26
                when j.available_at > now() then 'delayed'
                else 'ready' end)
       and (%(since)s::timestamptz is null or j.created_at >= %(since)s::timestamptz)

@@ -193,7 +193,8 @@ alter function pgqueue.partition_status(text)
 alter function pgqueue.prune_partitions(integer)
     security definer set search_path = pg_catalog, pg_temp;
 -- issue 26: dependencies and batches (pgqueue.jobs_ended runs inside the functions that end an
--- attempt, as their owner, and is granted to nobody: no role can release a child by itself)
+-- attempt, as their owner, and is granted to nobody: no role can release a child by itself; so does
+-- pgqueue.jobs_requeued, inside retry_failed and retry_failed_all)
 alter function pgqueue.add_dependencies(uuid[], uuid[], text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.add_batch(uuid, uuid[], uuid)

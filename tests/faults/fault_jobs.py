@@ -236,3 +236,18 @@ class BatchCallbackJob(Job):
         async with await psycopg.AsyncConnection.connect(_ledger_dsn(), autocommit=True) as conn:
             await conn.execute(b"insert into fault_echo (job_id, queue, text, data) values (%s, %s, 'batch', %s)",
                                (context.id, context.queue, Jsonb(counts)))
+
+
+class ResultAfterCrashJob(Job):
+    """Declares a result: its first attempt records itself and then sleeps ``first_sleep`` seconds
+    (long enough for the test to kill its worker); a later attempt returns ten times its number."""
+
+    name = "faults:result-after-crash"
+
+    first_sleep: float = 3.0
+
+    async def handle(self, context: JobContext) -> int:
+        await append(context)
+        if context.attempts == 1:
+            await asyncio.sleep(self.first_sleep)
+        return 10 * context.attempts

@@ -5,12 +5,16 @@ mid-run (its leased members end later, after their leases expire, and are counte
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from pgqueue import Batch, Client, Job
+from tests.faults.batch_chaos import run_batch_chaos
 from tests.faults.fault_jobs import AlwaysFailsJob, BatchCallbackJob, LedgerJob
-from tests.faults.harness import WorkerFleet, scalar, wait_until
+from tests.faults.harness import FaultReport, WorkerFleet, scalar, wait_until
 from tests.faults.ledger import check_ledger
 
 MEMBERS = 2000
@@ -96,3 +100,33 @@ async def test_a_worker_killed_mid_batch_still_releases_the_callback_once(ledger
     # The kill landed while the victim held members: they ended only after their leases expired.
     assert scalar(ledger_dsn, "select count(*) from fault_acks where kind = 'ack' and attempts > 1") > 0
     assert _ledger(ledger_dsn) == MEMBERS - FAILING - CANCELLED + 1
+
+
+async def test_a_batch_under_repeated_sigkills_releases_its_callback_once(ledger_dsn: str, producer: Client,
+                                                                         fleet: WorkerFleet, fault_pyproject: Path,
+                                                                         fault_report: FaultReport) -> None:
+    """Several kills (one at each fifth of the members ended, rotating over the workers): the
+    callback is released once, run and acked once, and every member ended exactly once."""
+    figures, ledger = await run_batch_chaos(ledger_dsn, fleet, fault_pyproject, producer, members=3000,
+                                            workers=WORKERS, kill_at=(0.2, 0.4, 0.6, 0.8))
+    assert figures.kills == 4 and figures.callback_releases == 1
+    fault_report.add("batch: 3,000 members, 4 SIGKILLs", figures.kills, ledger, **figures.as_row())
+
+
+@pytest.mark.skipif(not os.environ.get("PGQUEUE_BATCH_CHAOS_MEMBERS"),
+                    reason="the issue's full size, on demand: PGQUEUE_BATCH_CHAOS_MEMBERS=100000 "
+                           "(PGQUEUE_BATCH_CHAOS_WORKERS, PGQUEUE_BATCH_CHAOS_KILL_EVERY seconds)")
+@pytest.mark.timeout(3600)
+async def test_full_size_batch_under_a_sigkill_every_few_seconds(ledger_dsn: str, producer: Client,
+                                                                 fleet: WorkerFleet, fault_pyproject: Path,
+                                                                 fault_report: FaultReport) -> None:
+    """Issue 26: 100,000 members finishing on 4 workers, one killed with SIGKILL every 3 s."""
+    members = int(os.environ["PGQUEUE_BATCH_CHAOS_MEMBERS"])
+    workers = int(os.environ.get("PGQUEUE_BATCH_CHAOS_WORKERS", "4"))
+    every = float(os.environ.get("PGQUEUE_BATCH_CHAOS_KILL_EVERY", "3"))
+    figures, ledger = await run_batch_chaos(ledger_dsn, fleet, fault_pyproject, producer, members=members,
+                                            workers=workers, kill_every=every, within=3600)
+    print(f"\nbatch chaos: {figures.as_row()}")  # the figures of an on-demand run
+    fault_report.add(f"batch: {members:,} members, SIGKILL every {every:g}s", figures.kills, ledger,
+                     **figures.as_row())
+    assert figures.kills >= 1

@@ -174,22 +174,30 @@ class JobPages:
         store = await dash.store()
         row = await store.job_find(job_id)
         failures = await store.job_failures(job_id, 20)
+        family = await store.job_family(job_id)  # issue 26: what it waits for, what waits for it, its batch
+        succeeded = None
         if row is None and not failures:
             if await store.failed_find(job_id) is not None:  # a failure's id, pasted into the address
                 return RedirectResponse(url(request, "failure", {"failure_id": job_id}, given="failure"),
                                         status_code=303)
-            return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
+            # Issue 26: an acked job is shown while something of it is kept (its result or copy, or
+            # its links: a chain's line stays whole); otherwise pgqueue knows nothing of it.
+            succeeded = await store.job_state(job_id)
+            if succeeded is None and not family:
+                return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
         if row is not None:
             envelope, secrets = dash.redactor.envelope(row["envelope"])
+        elif not failures:
+            envelope, secrets = None, []
         else:
             # The job is only in failed_jobs: its name and args are those of its latest failure.
             latest = await store.failed_find(failures[0]["id"])
             envelope, secrets = dash.redactor.envelope(latest["envelope"] if latest else None)
-        name = envelope.get("name") if isinstance(envelope, dict) else None
-        family = await store.job_family(job_id)  # issue 26: what it waits for, what waits for it, its batch
+        name = envelope.get("name") if isinstance(envelope, dict) else (succeeded or {}).get("name")
         return dash.render(request, "job.html", page="jobs", job=row, job_id=job_id, envelope=envelope,
+                           succeeded=succeeded,
                            parents=[(other, is_open) for kind, other, is_open in family if kind == "parent"],
-                           children=[other for kind, other, _ in family if kind == "child"],
+                           children=[(other, is_open) for kind, other, is_open in family if kind == "child"],
                            chain=await batch_pages.chain_of(store, job_id, family),
                            batch=await store.batch_state(job_id) if any(k == "batch" for k, _, _ in family) else None,
                            name=str(name) if name else None,
@@ -198,7 +206,9 @@ class JobPages:
                            parent_workflow=await store.workflow_of_child(job_id),
                            args=envelope.get("args") if isinstance(envelope, dict) else None,
                            masked=sorted(dash.redactor.fields(name if isinstance(name, str) else None)),
-                           failures=dash.masked_failures(failures), attempts=await dash.attempts(job_id, secrets))
+                           failures=dash.masked_failures(failures),
+                           # Without its envelope, the values its args hold secret could not be masked.
+                           attempts=None if envelope is None else await dash.attempts(job_id, secrets))
 
     async def cancel_one(self, request: Request) -> Response:
         dash = self.dash

@@ -12,3 +12,8 @@ drop function if exists pgqueue.prune_workflows(integer);
 drop view if exists pgqueue.workflows;
 drop table if exists pgqueue.workflow_signals;
 drop table if exists pgqueue.workflow_steps;
+select 1;
+-- issue 26: a retried batch member or parent (the functions that call it are replaced after this file)
+drop function if exists pgqueue.jobs_requeued(uuid[]);
+-- issue 26: the children of a job after they stopped waiting
+drop index if exists pgqueue.dependent_jobs_parents_idx;

@@ -71,3 +71,6 @@ left join lateral (select w.seq, w.name, w.kind, w.state, w.signal, w.child_id f
 where j.envelope ? 'workflow';
 comment on view pgqueue.workflows is
     'pgqueue: live workflows (issue 27): state, the step each is at, its wake time and what it awaits.';
+select 1;
+-- issue 26: the children of a job after they stopped waiting (pgqueue.job_family 0010), by parent id
+create index dependent_jobs_parents_idx on pgqueue.dependent_jobs using gin (parents);
