@@ -137,7 +137,7 @@ async def test_the_concurrency_limit_gauge_follows_the_adaptive_limit(client: Cl
     """issue 28: pgqueue_queue_concurrency_limit, sampled from pgqueue.queues; absent without a limit."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, [envelope("api"), envelope("plain")])
-    await client.set_limits("api", concurrency=8, adaptive=(2, 8))
+    await client.set_limits("api", concurrency=8, adaptive=(2, 8), adaptive_decrease=0.5)
     await client.set_limits("fixed", concurrency=3)
     await client.pause("paused")  # a row without a limit
     limit = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder())

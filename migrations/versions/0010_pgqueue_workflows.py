@@ -22,12 +22,33 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0010.sql".
 UPGRADE = (
     "revisions/0010/upgrade.sql",
+    # issue 28: adaptive limits per partition, a configurable cut, per-partition metrics
+    "functions/set_adaptive_decrease/0010.sql",
+    "functions/set_partition_adaptive_limit/0010.sql",
+    "functions/backpressure/0010.sql",
+    "functions/adaptive_acked/0010.sql",
+    "functions/ack/0010.sql",
+    "functions/set_partition_limit/0010.sql",
+    "functions/set_partition_limits/0010.sql",
+    "functions/partition_status/0010.sql",
+    "functions/partition_depths/0010.sql",
+    "functions/prune_partitions/0010.sql",
+    # end issue 28
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0010/downgrade.sql",
+    # issue 28: adaptive limits per partition, a configurable cut, per-partition metrics
+    "functions/backpressure/0009.sql",
+    "functions/adaptive_acked/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/set_partition_limit/0009.sql",
+    "functions/set_partition_limits/0009.sql",
+    "functions/partition_status/0009.sql",
+    "functions/prune_partitions/0009.sql",
+    # end issue 28
 )
 
 
