@@ -77,9 +77,10 @@ def test_adaptive_partitions_and_the_cut_from_the_command_line(dsn: str, conn: C
     """Revision 0010: --per-partition-adaptive, --partition NAME --adaptive and --adaptive-decrease."""
     for n in range(3):
         conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope("api") | {"partition": f"tenant:{n}"}),))
-    every, cut = pgqueue_all(
-        ("queue:limit", "api", "--per-partition-concurrency", "4", "--per-partition-adaptive", "2:20", "--dsn", dsn),
-        ("queue:limit", "api", "--adaptive-decrease", "0.5", "--dsn", dsn), cwd=tmp_path)
+    # One after the other: the second keeps what the first set.
+    every = pgqueue("queue:limit", "api", "--per-partition-concurrency", "4", "--per-partition-adaptive", "2:20",
+                    "--dsn", dsn, cwd=tmp_path)
+    cut = pgqueue("queue:limit", "api", "--adaptive-decrease", "0.5", "--dsn", dsn, cwd=tmp_path)
     assert every.returncode == 0, every.stderr
     assert "per partition of queue 'api': concurrency adaptive 2:20 (each starts at 4)" in every.stdout
     assert "per partition of queue 'api': concurrency adaptive 2:20 (each starts at 4, cut x0.5)" in cut.stdout

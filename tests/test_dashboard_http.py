@@ -1052,6 +1052,13 @@ async def test_the_queues_page_shows_the_busiest_partitions_of_a_partitioned_que
     # Names are escaped; the override shows with its own limit and weight.
     assert re.search(r'data-partition="tenant:&lt;big&gt;">.*?<td class="l">20</td>.*?<td class="n">3</td>'
                      r'<td class="l">yes</td>', page, re.S)
+    # Revision 0010: adaptive partitions show their bounds beside the current limit.
+    await opened.set_limits("tenants", per_partition_concurrency=2, per_partition_adaptive=(1, 8))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/queues")).text
+    assert "adaptive 1:8, starting at 2" in page
+    assert re.search(r'data-partition="tenant:1">.*?<td class="l">2 <span class="sub">\(adaptive 1:8\)</span></td>',
+                     page, re.S)
 
 
 async def test_a_batch_has_a_page_with_its_counts_callback_and_members(dsn: str, opened: Client) -> None:
