@@ -165,7 +165,8 @@ begin
             left join pgqueue.partitions p on p.queue = q.name and p.partition = new.partition
             where q.name = new.queue),
            new.reserved_at,
-           (select p.adaptive_cut_at from pgqueue.partitions p where p.queue = new.queue and p.partition = new.partition);
+           (select p.adaptive_cut_at from pgqueue.partitions p
+            where p.queue = new.queue and p.partition = new.partition);
     return null;
 end $$;
 create trigger fault_note_partition after update of token on pgqueue.jobs for each row
