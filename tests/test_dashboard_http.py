@@ -557,11 +557,11 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         await post("/queues/limits", queue="reports", concurrency="", rate="7/s")
         assert [c.burst for c in await opened.controls() if c.queue == "reports"] == [2]
         # issue 28: an adaptive limit shows its bounds and survives the form; Clear removes it.
-        await opened.set_limits("reports", concurrency=6, adaptive=(2, 9))
+        await opened.set_limits("reports", concurrency=6, adaptive=(2, 9), adaptive_decrease=0.5)
         assert "adaptive 2:9" in (await web.get("/queues")).text
         await post("/queues/limits", queue="reports", concurrency="5", rate="")
-        assert [(c.concurrency, c.adaptive_min, c.adaptive_max) for c in await opened.controls()
-                if c.queue == "reports"] == [(5, 2, 9)]
+        assert [(c.concurrency, c.adaptive_min, c.adaptive_max, c.adaptive_decrease) for c in await opened.controls()
+                if c.queue == "reports"] == [(5, 2, 9, 0.5)]  # the cut's factor survives too (revision 0010)
         assert "cleared+the+limits" in await post("/queues/limits", queue="reports", clear="1", concurrency="9")
         assert control_row(dsn, "reports") == (False, None, None, None)
         assert [c.adaptive_min for c in await opened.controls() if c.queue == "reports"] == [None]

@@ -120,12 +120,15 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 text = field(form, "rate")
                 rate = parse_rate(text) if text else None
             controls = await dash.client.controls(connection=dash.options.connection)
-            burst, adaptive = _kept(next((c for c in controls if c.queue == queue), None), rate is not None,
-                                    cleared=bool(form.get("clear")))
+            current = next((c for c in controls if c.queue == queue), None)
+            burst, adaptive = _kept(current, rate is not None, cleared=bool(form.get("clear")))
+            # The cut's factor (issue 28, revision 0010) is no form field either: kept, Clear resets it.
+            cut = None if current is None or form.get("clear") else current.adaptive_decrease
             await dash.client.set_limits(queue, concurrency=concurrency,
                                          rate_limit=None if rate is None else rate[0],
                                          rate_period=None if rate is None else rate[1],
-                                         burst=burst, adaptive=adaptive, connection=dash.options.connection)
+                                         burst=burst, adaptive=adaptive, adaptive_decrease=cut,
+                                         connection=dash.options.connection)
             if concurrency is None and rate is None:
                 return f"cleared the limits of queue {queue!r}"
             said = [f"concurrency {concurrency}" if concurrency is not None else "no concurrency limit",
