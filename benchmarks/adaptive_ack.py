@@ -1,10 +1,11 @@
 """What the adaptive-limit check costs the plain ack (issue 28): ``pgqueue.ack`` of revision 0005
-against this revision's (which probes ``queues_adaptive_idx`` for adaptive queues), on a queue
-without adaptive bounds, interleaved in one database.
+against revision 0009's (which probes ``queues_adaptive_idx`` for adaptive queues) and 0010's (the
+same probe, its index also holding queues with adaptive partitions, and the partition of each acked
+job collected), on a queue without adaptive bounds, interleaved in one database.
 
     uv run python -m benchmarks.adaptive_ack --rounds 16
 
-Each round installs one version of ``pgqueue.ack`` (the two alternate, in turn first), dispatches
+Each round installs one version of ``pgqueue.ack`` (they alternate: every other round in reverse order), dispatches
 2,000 jobs and times 20 ``pgqueue.ack`` statements of 100 reserved jobs each (the statement only:
 the reservation is not timed). Printed: the median and the fastest round's mean per statement.
 """
@@ -28,7 +29,7 @@ from benchmarks.common import fresh_database
 from benchmarks.systems import install
 
 SQL = Path(__file__).resolve().parents[1] / "sql"
-VERSIONS = {"0005": "functions/ack/0005.sql", "0009": "functions/ack/0009.sql"}
+VERSIONS = {"0005": "functions/ack/0005.sql", "0009": "functions/ack/0009.sql", "0010": "functions/ack/0010.sql"}
 
 
 def _envelope() -> dict[str, Any]:

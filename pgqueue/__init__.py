@@ -36,7 +36,14 @@ from pgqueue.client import Client, QueueStats, ScheduleInfo, default_client, set
 from pgqueue.composition import Batch, BatchState, Group
 from pgqueue.config import ConnectionConfig, Settings, load_settings, normalize_dsn
 from pgqueue.context import JobContext, SyncJobContext
-from pgqueue.control import QueueControl, format_rate, parse_adaptive, parse_rate
+from pgqueue.control import (
+    DEFAULT_ADAPTIVE_DECREASE,
+    QueueControl,
+    format_rate,
+    parse_adaptive,
+    parse_decrease,
+    parse_rate,
+)
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
     Backpressure,
@@ -70,6 +77,7 @@ from pgqueue.workflows import WorkflowContext
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_ADAPTIVE_DECREASE",
     "Attempt",
     "Backoff",
     "Backpressure",
@@ -127,6 +135,7 @@ __all__ = [
     "load_settings",
     "normalize_dsn",
     "parse_adaptive",
+    "parse_decrease",
     "parse_rate",
     "prepare_database",
     "registered_jobs",

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgqueue.config import ConnectionConfig, Settings
-from pgqueue.control import Rate, check_adaptive, check_limits, check_partition_limits, rate_of
+from pgqueue.control import Rate, check_adaptive, check_decrease, check_limits, check_partition_limits, rate_of
 from pgqueue.errors import QueueConfigurationError, QueueRetryError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, registered_jobs
@@ -212,6 +212,8 @@ class ClientOperations:
                          burst: int | None = None, per_partition_concurrency: int | None = None,
                          per_partition_rate: Rate | None = None, per_partition_burst: int | None = None,
                          fair: bool | None = None, adaptive: tuple[int, int] | None = None,
+                         adaptive_decrease: float | None = None,
+                         per_partition_adaptive: tuple[int, int] | None = None,
                          connection: str | None = None) -> None:
         """Set a queue's global limits, enforced by the database for all workers on all hosts.
 
@@ -233,11 +235,22 @@ class ClientOperations:
         (:class:`~pgqueue.Backpressure`, ``context.backpressure()``) halves it, never below ``min``; each
         window of as many acks as the current limit grows it by one, never above ``max``. It starts at
         ``concurrency`` (clamped into the bounds), or at ``min``. None (the default): not adaptive.
+        ``adaptive_decrease``: what one backpressure report multiplies the limit by (above 0, below 1;
+        None: :data:`~pgqueue.DEFAULT_ADAPTIVE_DECREASE`, 0.9); a cut leaves ``floor(limit * factor)``,
+        at least one less, and applies to the queue's adaptive partitions too.
+
+        ``per_partition_adaptive=(min, max)`` makes each partition's concurrency limit adaptive instead
+        (one of the partition values above): backpressure from a job of a partition cuts that
+        partition's limit, not the queue's, and acks of its jobs grow it; a partition starts at
+        ``per_partition_concurrency`` (clamped; None: where partitions stand, or ``min``). A partition
+        with a fixed override (:meth:`set_partition_limit` with a ``concurrency``) keeps it.
         """
         check_limits(concurrency, rate_limit, rate_period, burst)
         check_adaptive(adaptive)
+        check_adaptive(per_partition_adaptive)
+        check_decrease(adaptive_decrease)
         partitioned = any(v is not None for v in (per_partition_concurrency, per_partition_rate,
-                                                  per_partition_burst, fair))
+                                                  per_partition_burst, fair, per_partition_adaptive))
         count, period = rate_of(per_partition_rate)
         if partitioned:
             check_partition_limits(per_partition_concurrency, count, period, per_partition_burst, None)
@@ -245,27 +258,36 @@ class ClientOperations:
         name = _checked_queue(config.queue if queue is None else queue, "the limits were not changed")
         store = await self._store(config)
         await store.set_limits(name, concurrency, rate_limit, None if rate_period is None else float(rate_period),
-                               burst, None if adaptive is None else (adaptive[0], adaptive[1]))
+                               burst, None if adaptive is None else (adaptive[0], adaptive[1]),
+                               None if adaptive_decrease is None else float(adaptive_decrease))
         if partitioned:
             await store.set_partition_limits(name, per_partition_concurrency, count, period, per_partition_burst,
-                                             bool(fair))
+                                             bool(fair), None if per_partition_adaptive is None
+                                             else (per_partition_adaptive[0], per_partition_adaptive[1]))
 
     async def set_partition_limit(self, queue: str, partition: str, *, concurrency: int | None = None,
                                   rate: Rate | None = None, burst: int | None = None, weight: int | None = None,
-                                  connection: str | None = None) -> None:
+                                  adaptive: tuple[int, int] | None = None, connection: str | None = None) -> None:
         """Override the limits of one named partition of ``queue`` (issue 28): its own ``concurrency``
         and ``rate`` (``"100/s"`` or ``(100, 1.0)``, with ``burst``) instead of the queue's
         per-partition ones, and its fair share ``weight`` (1 to 1000; None: 1). All None removes the
-        override. Enforced by ``pgqueue.reserve`` for every worker; takes effect live."""
+        override. Enforced by ``pgqueue.reserve`` for every worker; takes effect live.
+
+        ``adaptive=(min, max)``: the partition's own adaptive bounds (instead of the queue's
+        ``per_partition_adaptive``, or without them): its limit starts at ``concurrency`` (or where it
+        stands) clamped into them and moves with its jobs' backpressure and acks. None: not its own (a
+        ``concurrency`` given is then a fixed override; without one, the queue's bounds apply, if any)."""
         count, period = rate_of(rate)
         check_partition_limits(concurrency, count, period, burst, weight)
+        check_adaptive(adaptive)
         config = self.settings.connection(connection)
         name = _checked_queue(queue, "the limits were not changed")
         problem = partition_problem(partition)
         if problem is not None:
             raise QueueConfigurationError(f"{problem}; the limits were not changed")
-        await (await self._store(config)).set_partition_limit(name, partition, concurrency, count, period, burst,
-                                                              weight)
+        await (await self._store(config)).set_partition_limit(
+            name, partition, concurrency, count, period, burst, weight,
+            None if adaptive is None else (adaptive[0], adaptive[1]))
 
     async def partitions(self, queue: str, *, limit: int = 100, connection: str | None = None) -> list[PartitionStatus]:
         """The partitions of ``queue`` with jobs or an override, busiest first (at most ``limit``): jobs

@@ -13,7 +13,8 @@ from pgqueue.errors import QueueConfigurationError
 from pgqueue.limits import MAX_SQL_INTEGER, shown
 from pgqueue.store import CancelOutcome, QueueControl
 
-__all__ = ["CancelOutcome", "QueueControl", "Rate", "format_rate", "parse_adaptive", "parse_rate"]
+__all__ = ["DEFAULT_ADAPTIVE_DECREASE", "CancelOutcome", "QueueControl", "Rate", "format_rate", "parse_adaptive",
+           "parse_decrease", "parse_rate"]
 
 #: A rate as the Python API takes it: ``"100/s"`` (:func:`parse_rate`) or ``(100, 1.0)``
 #: (reservations, period in seconds).
@@ -65,6 +66,36 @@ def check_adaptive(adaptive: object) -> None:
         raise QueueConfigurationError(
             f"adaptive limit: min {adaptive[0]} is above max {adaptive[1]} (the limit moves between them); "
             "the limits were not changed")
+
+
+#: Issue 28: what a backpressure report multiplies an adaptive limit by when a queue was given no
+#: factor (``pgqueue.queues.adaptive_decrease``): 0.9, the backoff ratio of Netflix concurrency-limits'
+#: AIMD limit. A cut leaves ``floor(limit * factor)``, at least one less, never below the minimum.
+DEFAULT_ADAPTIVE_DECREASE = 0.9
+
+
+def check_decrease(factor: object) -> None:
+    """Refuse a cut factor ``pgqueue.set_adaptive_decrease`` would refuse: a number above 0 and below 1
+    (None: the default, :data:`DEFAULT_ADAPTIVE_DECREASE`; nothing is changed)."""
+    if factor is None:
+        return
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1:
+        raise QueueConfigurationError(
+            f"adaptive_decrease must be a number above 0 and below 1 (what a backpressure report multiplies the "
+            f"limit by: 0.9 cuts 10 %, 0.5 halves), got {factor!r}; the limits were not changed")
+
+
+def parse_decrease(text: str) -> float:
+    """``"0.75"`` -> ``0.75``: a cut factor as :func:`check_decrease` checks it."""
+    try:
+        factor = float(text) if len(text) <= 32 else math.nan
+    except ValueError:
+        factor = math.nan
+    if math.isnan(factor):
+        raise QueueConfigurationError(f"adaptive decrease {shown(text)} is not a number: write one above 0 and "
+                                      "below 1, e.g. 0.9 (cut 10 %) or 0.5 (halve); the limits were not changed")
+    check_decrease(factor)
+    return factor
 
 
 def format_rate(limit: int, period: float) -> str:

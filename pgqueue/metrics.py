@@ -76,7 +76,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
     durations: dict[tuple[str, str], dict[str, Any]] = {}
     latencies: dict[tuple[str, str], dict[str, Any]] = {}
     batch: dict[str, Any] | None = None
-    total: Snapshot = {"leases_lost": 0, "transient_errors": 0, "acks_pending": 0, "depth": {},
+    total: Snapshot = {"leases_lost": 0, "transient_errors": 0, "acks_pending": 0, "depth": {}, "partitions": {},
                        "depth_sampled_at": None, "folded": {"queue": 0, "job_name": 0}, "workers": [],
                        "in_flight": {}}
     for snap in snapshots:
@@ -95,6 +95,7 @@ def merge(snapshots: Iterable[Snapshot]) -> Snapshot:
         sampled = snap.get("depth_sampled_at")
         if sampled is not None and (total["depth_sampled_at"] is None or sampled > total["depth_sampled_at"]):
             total["depth"], total["depth_sampled_at"] = snap["depth"], sampled
+            total["partitions"] = snap.get("partitions", {})
     total["counters"] = [[*key, value] for key, value in counters.items()]
     total["durations"] = [[q, n, h] for (q, n), h in durations.items()]
     total["latencies"] = [[q, n, h] for (q, n), h in latencies.items()]
@@ -236,6 +237,27 @@ def _queue_gauges(snap: Snapshot) -> Iterator[Metric]:
         in_flight.add_metric([queue, "running"], running)
         in_flight.add_metric([queue, "buffered"], buffered)
     yield in_flight
+    yield from _partition_gauges(snap)
+
+
+def _partition_gauges(snap: Snapshot) -> Iterator[Metric]:
+    """Issue 28: per queue, its busiest partitions' jobs and limits (the rest under ``other``)."""
+    jobs = GaugeMetricFamily("pgqueue_partition_jobs", "Jobs per partition of a queue, running (reserved, lease "
+                             "live) or waiting (ready now), sampled with the depth: the busiest partitions of each "
+                             "queue (max_partitions), the rest summed under partition 'other'.",
+                             labels=["queue", "partition", "state"])
+    limit = GaugeMetricFamily("pgqueue_partition_concurrency_limit", "A partition's current concurrency limit (its "
+                              "override or adaptive limit, else the queue's per-partition one), sampled with the "
+                              "depth; absent: none (other: the sum over the partitions past the cap).",
+                              labels=["queue", "partition"])
+    for queue, partitions in sorted(snap.get("partitions", {}).items()):
+        for partition, values in sorted(partitions.items()):
+            jobs.add_metric([queue, partition, "running"], values["running"])
+            jobs.add_metric([queue, partition, "waiting"], values["waiting"])
+            if "concurrency_limit" in values:
+                limit.add_metric([queue, partition], values["concurrency_limit"])
+    yield jobs
+    yield limit
 
 
 def snapshot_of(recorder: Recorder) -> Snapshot:

@@ -1,4 +1,5 @@
-"""Adaptive limits (issue 28): backpressure halves a queue's concurrency limit, a window of acks
+"""Adaptive limits (issue 28): backpressure cuts a queue's concurrency limit (to floor(limit x its
+adaptive_decrease), at least one less: 0.9 by default since revision 0010, 0.5 halves), a window of acks
 grows it by one, within its bounds; the backpressured job runs again later without using up a try.
 Decided in pgqueue.backpressure and pgqueue.ack; visible in pgqueue.queues."""
 
@@ -49,6 +50,7 @@ def test_set_adaptive_limit_starts_at_min_or_the_clamped_current_limit(conn: Con
 def test_backpressure_halves_the_limit_never_below_min_and_once_per_overload(conn: Conn) -> None:
     conn.execute(b"select pgqueue.set_limits('default', 16, null, null)")
     conn.execute(b"select pgqueue.set_adaptive_limit('default', 3, 16)")
+    conn.execute(b"select pgqueue.set_adaptive_decrease('default', 0.5)")  # revision 0009's rule: halve
     enqueue_many(conn, [envelope() for _ in range(20)])
     first = reserve(conn, ["default"], 16)
     assert len(first) == 16
@@ -70,6 +72,27 @@ def test_backpressure_halves_the_limit_never_below_min_and_once_per_overload(con
     conn.execute(b"select pgqueue.set_adaptive_limit('default', 3, 16)")  # a new overload window
     assert backpressure(conn, later[1]["id"], later[1]["token"]) == "backpressured"
     assert limit_of(conn)["concurrency"] == 3  # 4 // 2 = 2, held at min 3
+
+
+def test_the_default_cut_is_a_tenth_at_least_one_never_below_min(conn: Conn) -> None:
+    # Revision 0010: floor(limit x 0.9), at least one less (Netflix concurrency-limits' backoff ratio).
+    conn.execute(b"select pgqueue.set_limits('default', 50, null, null)")
+    conn.execute(b"select pgqueue.set_adaptive_limit('default', 4, 50)")
+    seen = []
+    for _ in range(6):
+        enqueue(conn, envelope())
+        grant = reserve(conn, ["default"])[0]
+        assert backpressure(conn, grant["id"], grant["token"], 60) == "backpressured"
+        seen.append(limit_of(conn)["concurrency"])
+        time.sleep(0.001)  # the next job is reserved after this cut: a new overload
+    assert seen == [45, 40, 36, 32, 28, 25]
+    conn.execute(b"select pgqueue.set_limits('default', 5, null, null)")
+    for _ in range(3):
+        enqueue(conn, envelope())
+        grant = reserve(conn, ["default"])[0]
+        backpressure(conn, grant["id"], grant["token"], 60)
+        time.sleep(0.001)
+    assert limit_of(conn)["concurrency"] == 4  # 5 -> 4 (one less), then held at min 4
 
 
 def test_a_window_of_acks_grows_the_limit_by_one_never_above_max(conn: Conn) -> None:
@@ -136,7 +159,7 @@ def test_backpressure_past_the_deadline_leaves_the_job_and_cuts_the_limit(conn: 
     job_id = enqueue(conn, envelope(retry_until=time.time() + 60))
     grant = reserve(conn, ["default"])[0]
     assert backpressure(conn, job_id, grant["token"], 3600) == "past_deadline"
-    assert limit_of(conn)["concurrency"] == 4
+    assert limit_of(conn)["concurrency"] == 7  # floor(8 x 0.9), the default factor
     assert scalar(conn, "select token from pgqueue.jobs where id = %s", (job_id,)) == grant["token"]
 
 
@@ -225,7 +248,7 @@ class Overloaded(Job):
 async def test_a_worker_puts_a_backpressured_job_back_without_a_try_and_halves_the_limit(
         client: Client, dsn: str, via_context: bool) -> None:
     SEEN.clear()
-    await client.set_limits("default", concurrency=6, adaptive=(1, 6))
+    await client.set_limits("default", concurrency=6, adaptive=(1, 6), adaptive_decrease=0.5)
     await client.dispatch(Overloaded(via_context=via_context))
     worker = await run_worker(client, schedules=False)
     # tries = 1: a retry would have failed it; it ran twice, each time as attempt 1.

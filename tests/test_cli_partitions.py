@@ -65,6 +65,45 @@ def test_per_partition_options_keep_an_adaptive_limit(dsn: str, conn: Conn, tmp_
     assert per_partition.returncode == 0, per_partition.stderr
     assert conn.execute("select concurrency, adaptive_min, adaptive_max, partition_concurrency from pgqueue.queues"
                         " where name = 'orders'").fetchone() == (5, 2, 8, 2)
-    refused = pgqueue("queue:limit", "orders", "--partition", "a", "--adaptive", "2:8", "--dsn", dsn, cwd=tmp_path)
-    assert refused.returncode != 0
-    assert "--adaptive" in one_error_line(refused.stderr)
+    # Revision 0010: with --partition, --adaptive gives that partition its own bounds (refused before).
+    own = pgqueue("queue:limit", "orders", "--partition", "a", "--adaptive", "2:8", "--dsn", dsn, cwd=tmp_path)
+    assert own.returncode == 0, own.stderr
+    assert conn.execute("select concurrency, adaptive_min, adaptive_max from pgqueue.partitions"
+                        " where partition = 'a'").fetchone() == (2, 2, 8)
+    assert conn.execute("select concurrency, adaptive_min from pgqueue.queues").fetchone() == (5, 2)
+
+
+def test_adaptive_partitions_and_the_cut_from_the_command_line(dsn: str, conn: Conn, tmp_path: Path) -> None:
+    """Revision 0010: --per-partition-adaptive, --partition NAME --adaptive and --adaptive-decrease."""
+    for n in range(3):
+        conn.execute("select pgqueue.enqueue(%s)", (Jsonb(envelope("api") | {"partition": f"tenant:{n}"}),))
+    # One after the other: the second keeps what the first set.
+    every = pgqueue("queue:limit", "api", "--per-partition-concurrency", "4", "--per-partition-adaptive", "2:20",
+                    "--dsn", dsn, cwd=tmp_path)
+    cut = pgqueue("queue:limit", "api", "--adaptive-decrease", "0.5", "--dsn", dsn, cwd=tmp_path)
+    assert every.returncode == 0, every.stderr
+    assert "per partition of queue 'api': concurrency adaptive 2:20 (each starts at 4)" in every.stdout
+    assert "per partition of queue 'api': concurrency adaptive 2:20 (each starts at 4, cut x0.5)" in cut.stdout
+    one = pgqueue("queue:limit", "api", "--partition", "tenant:0", "--adaptive", "3:30", "--dsn", dsn, cwd=tmp_path)
+    assert "partition 'tenant:0' of queue 'api': override adaptive 3:30" in one.stdout
+    # Another per-partition option keeps the bounds and the factor.
+    kept = pgqueue("queue:limit", "api", "--per-partition-rate", "5/s", "--dsn", dsn, cwd=tmp_path)
+    assert "concurrency adaptive 2:20 (each starts at 4, cut x0.5), rate 5/s" in kept.stdout
+    status, as_json = pgqueue_all(("queue:status", "--partitions", "--queue", "api", "--dsn", dsn),
+                                  ("queue:status", "--partitions", "--queue", "api", "--json", "--dsn", dsn),
+                                  cwd=tmp_path)
+    lines = {line.split()[0]: line for line in status.stdout.splitlines() if line.startswith("tenant:")}
+    assert "4 (adaptive 3:30)" in lines["tenant:0"] and "4 (adaptive 2:20)" in lines["tenant:1"]
+    rows = {r["partition"]: r for r in json.loads(as_json.stdout)["api"]}
+    assert (rows["tenant:1"]["adaptive_min"], rows["tenant:1"]["adaptive_max"]) == (2, 20)
+    bad_bounds, bad_factor, mixed, off = pgqueue_all(
+        ("queue:limit", "api", "--per-partition-adaptive", "9:2", "--dsn", dsn),
+        ("queue:limit", "api", "--adaptive-decrease", "1.5", "--dsn", dsn),
+        ("queue:limit", "api", "--partition", "tenant:0", "--adaptive-decrease", "0.5", "--dsn", dsn),
+        ("queue:limit", "api", "--per-partition-adaptive", "off", "--dsn", dsn), cwd=tmp_path)
+    assert bad_bounds.returncode == 2 and "--per-partition-adaptive" in one_error_line(bad_bounds.stderr)
+    assert bad_factor.returncode == 2 and "above 0 and below 1" in one_error_line(bad_factor.stderr)
+    assert mixed.returncode == 2 and "not with --partition" in one_error_line(mixed.stderr)
+    assert "per partition of queue 'api': concurrency 4, rate 5/s" in off.stdout
+    assert conn.execute("select partition_adaptive_min, adaptive_decrease from pgqueue.queues").fetchone() \
+        == (None, 0.5)

@@ -559,11 +559,11 @@ async def test_pause_resume_and_limits_change_the_queues_row(dsn: str, opened: C
         await post("/queues/limits", queue="reports", concurrency="", rate="7/s")
         assert [c.burst for c in await opened.controls() if c.queue == "reports"] == [2]
         # issue 28: an adaptive limit shows its bounds and survives the form; Clear removes it.
-        await opened.set_limits("reports", concurrency=6, adaptive=(2, 9))
+        await opened.set_limits("reports", concurrency=6, adaptive=(2, 9), adaptive_decrease=0.5)
         assert "adaptive 2:9" in (await web.get("/queues")).text
         await post("/queues/limits", queue="reports", concurrency="5", rate="")
-        assert [(c.concurrency, c.adaptive_min, c.adaptive_max) for c in await opened.controls()
-                if c.queue == "reports"] == [(5, 2, 9)]
+        assert [(c.concurrency, c.adaptive_min, c.adaptive_max, c.adaptive_decrease) for c in await opened.controls()
+                if c.queue == "reports"] == [(5, 2, 9, 0.5)]  # the cut's factor survives too (revision 0010)
         assert "cleared+the+limits" in await post("/queues/limits", queue="reports", clear="1", concurrency="9")
         assert control_row(dsn, "reports") == (False, None, None, None)
         assert [c.adaptive_min for c in await opened.controls() if c.queue == "reports"] == [None]
@@ -1054,6 +1054,13 @@ async def test_the_queues_page_shows_the_busiest_partitions_of_a_partitioned_que
     # Names are escaped; the override shows with its own limit and weight.
     assert re.search(r'data-partition="tenant:&lt;big&gt;">.*?<td class="l">20</td>.*?<td class="n">3</td>'
                      r'<td class="l">yes</td>', page, re.S)
+    # Revision 0010: adaptive partitions show their bounds beside the current limit.
+    await opened.set_limits("tenants", per_partition_concurrency=2, per_partition_adaptive=(1, 8))
+    async with http_client(create_app(opened)) as web:
+        page = (await web.get("/queues")).text
+    assert "adaptive 1:8, starting at 2" in page
+    assert re.search(r'data-partition="tenant:1">.*?<td class="l">2 <span class="sub">\(adaptive 1:8\)</span></td>',
+                     page, re.S)
 
 
 async def test_a_batch_has_a_page_with_its_counts_callback_and_members(dsn: str, opened: Client) -> None:

@@ -137,7 +137,7 @@ async def test_the_concurrency_limit_gauge_follows_the_adaptive_limit(client: Cl
     """issue 28: pgqueue_queue_concurrency_limit, sampled from pgqueue.queues; absent without a limit."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, [envelope("api"), envelope("plain")])
-    await client.set_limits("api", concurrency=8, adaptive=(2, 8))
+    await client.set_limits("api", concurrency=8, adaptive=(2, 8), adaptive_decrease=0.5)
     await client.set_limits("fixed", concurrency=3)
     await client.pause("paused")  # a row without a limit
     limit = {labels["queue"]: value for name, labels, value in await _sample(dsn, Recorder())
@@ -171,3 +171,31 @@ async def test_a_blocked_job_is_counted_apart_from_delayed(client: Client, dsn: 
     samples = await _sample(dsn, Recorder())
     assert {state: total(samples, "pgqueue_queue_jobs", queue="deps", state=state)
             for state in ("ready", "delayed", "blocked")} == {"ready": 1, "delayed": 1, "blocked": 1}
+
+
+async def test_partition_metrics_are_capped_to_the_busiest_and_other(client: Client, dsn: str) -> None:
+    """issue 28: pgqueue_partition_jobs and pgqueue_partition_concurrency_limit: 10,000 distinct partitions
+    make max_partitions + 1 series per state, not 10,000; the busiest keep their own, in order."""
+    await client.set_limits("tenants", per_partition_concurrency=3, per_partition_adaptive=(1, 10))
+    await client.set_partition_limit("tenants", "big", concurrency=7)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, [envelope("tenants") | {"partition": f"t{i:05d}"} for i in range(10_000)]
+                     + [envelope("tenants") | {"partition": "big"} for _ in range(6)]
+                     + [envelope("tenants") | {"partition": "mid"} for _ in range(3)])
+        conn.execute("select * from pgqueue.reserve(array['tenants'], 2, 60)")  # big and mid, turn by turn
+    samples = await _sample(dsn, Recorder(max_partitions=5))
+    jobs = [(labels["partition"], labels["state"], value) for name, labels, value in samples
+            if name == "pgqueue_partition_jobs"]
+    assert len(jobs) == 2 * 6  # running and waiting of 5 partitions and other
+    waiting = {p: v for p, state, v in jobs if state == "waiting"}
+    running = {p: v for p, state, v in jobs if state == "running"}
+    assert (waiting["big"], running["big"], waiting["mid"], running["mid"]) == (5, 1, 2, 1)
+    assert waiting["other"] == 10_000 - 3 and sum(waiting.values()) == 10_000 + 9 - 2
+    limits = {labels["partition"]: value for name, labels, value in samples
+              if name == "pgqueue_partition_concurrency_limit"}
+    assert (limits["big"], limits["mid"], limits["t00000"]) == (7, 3, 3)  # an override; where adaptive ones start
+    assert limits["other"] == 3 * (10_000 - 3)
+    # The default cap: 20 partitions + other per queue, whatever the number of tenants.
+    default = {labels["partition"] for name, labels, _ in await _sample(dsn, Recorder())
+               if name == "pgqueue_partition_jobs"}
+    assert len(default) == 21 and "other" in default

@@ -384,6 +384,7 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         _call_adaptive(conn, call)
         _call_partition_functions(conn, call)
         _call_workflow_functions(conn, call)
+        _call_partition_adaptive(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
@@ -425,6 +426,26 @@ def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, obj
     call("select * from pgqueue.reserve(array['parts'], 5, 60)")
     call("select * from pgqueue.partition_status('parts')")
     call("select pgqueue.prune_partitions(100)")
+
+
+def _call_partition_adaptive(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0010 (issue 28): adaptive limits per partition: the queue's bounds for every partition
+    and one partition's own (and refused), the cut's factor, an ack growing a partition's limit, a
+    backpressure cutting it, and the per-partition metrics."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.partition_depths(integer)') is not null"):
+        return
+    call("select pgqueue.set_partition_adaptive_limit('pad', null, 1, 4)")
+    call("select pgqueue.set_partition_adaptive_limit('pad', 'big', 2, 8)")
+    call("select pgqueue.set_partition_adaptive_limit('pad', 'big', 9, 8)", refused=True)
+    call("select pgqueue.set_adaptive_decrease('pad', 0.5)")
+    call("select pgqueue.set_adaptive_decrease('pad', 1.5)", refused=True)
+    for _ in range(3):
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(envelope("pad") | {"partition": "t1"}),))
+    held = call("select * from pgqueue.reserve(array['pad'], 1, 60)")
+    call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", ([held[0]["id"]], [held[0]["token"]]))
+    held = call("select * from pgqueue.reserve(array['pad'], 1, 60)")
+    call("select pgqueue.backpressure(%s, %s, 5)", (held[0]["id"], held[0]["token"]))
+    call("select * from pgqueue.partition_depths(10)")
 
 
 def _call_debounce(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:

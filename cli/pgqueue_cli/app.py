@@ -289,6 +289,10 @@ def queue_work(  # noqa: PLR0913  # a typer command: one parameter per option
         "--metrics-max-job-names", min=1, metavar="N",
         help="With --metrics-port: at most N job names get their own label value per metric; the rest are "
              "counted under job_name=\"other\" (names not registered here: \"unregistered\").")] = 500,
+    metrics_max_partitions: Annotated[int, typer.Option(
+        "--metrics-max-partitions", min=1, metavar="N",
+        help="With --metrics-port: per queue, its N busiest partitions get their own label value in the "
+             "per-partition metrics; the rest are summed under partition=\"other\".")] = 20,
     log_format: Annotated[str, typer.Option(
         "--log-format", metavar="text|json", envvar="PGQUEUE_LOG_FORMAT", show_envvar=True,
         help="text, or json: one JSON object per line, a job's id, name, queue, attempt and token as "
@@ -316,7 +320,8 @@ def queue_work(  # noqa: PLR0913  # a typer command: one parameter per option
     right after it starts.
     """
     configure_logging(verbose, log_format=log_format, log_level=log_level)
-    metrics = observe.MetricsOptions(metrics_port, metrics_host.strip(), metrics_max_queues, metrics_max_job_names)
+    metrics = observe.MetricsOptions(metrics_port, metrics_host.strip(), metrics_max_queues, metrics_max_job_names,
+                                     metrics_max_partitions)
     if metrics_port is not None:
         observe.metrics_module()  # the extra is missing: say so before anything starts
         if not metrics.host:
@@ -666,7 +671,17 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     adaptive: Annotated[str | None, typer.Option(
         "--adaptive", metavar="MIN:MAX",
         help="Make the concurrency limit adaptive: halved when a handler reports backpressure, never below "
-        "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again.")] = None,
+        "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again. "
+        "With --partition: that partition's own bounds.")] = None,
+    adaptive_decrease: Annotated[str | None, typer.Option(
+        "--adaptive-decrease", metavar="F",
+        help="What one backpressure report multiplies the queue's adaptive limits by (its own and its "
+        "partitions'), above 0 and below 1 (default 0.9; 0.5 halves).")] = None,
+    per_partition_adaptive: Annotated[str | None, typer.Option(
+        "--per-partition-adaptive", metavar="MIN:MAX",
+        help="Make each partition's concurrency limit adaptive: its jobs' backpressure cuts it, their acks "
+        "grow it (starting at --per-partition-concurrency, else MIN). 'off': the per-partition value again.")
+    ] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove every limit (with --partition: its override).")
                      ] = False,
     per_partition_concurrency: Annotated[int | None, typer.Option(
@@ -694,17 +709,22 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     with a partition); --partition NAME sets one partition's override. Without options, shows the
     current limits."""
     options = partitions.PartitionOptions(partition, per_partition_concurrency, per_partition_rate,
-                                          per_partition_burst, fair, weight)
+                                          per_partition_burst, fair, weight, per_partition_adaptive)
     if clear and (concurrency is not None or rate is not None or burst is not None or options.queue_wide()
-                  or weight is not None or adaptive is not None):
+                  or weight is not None or adaptive is not None or adaptive_decrease is not None):
         fail("--clear removes the limits: give it alone (or with --partition)", EXIT_CONFIG)
+    bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
+    if options.per_partition_adaptive not in (None, "off"):
+        _parsed("--per-partition-adaptive", pgqueue.parse_adaptive, options.per_partition_adaptive)
     if partition is not None:
-        if adaptive is not None:
-            fail("--adaptive applies to the whole queue's concurrency: not with --partition", EXIT_CONFIG)
-        _partition_limit(queue, options, concurrency, rate, burst, clear, dsn)
+        if adaptive_decrease is not None:
+            fail("--adaptive-decrease applies to the whole queue (its limits and its partitions'): not with "
+                 "--partition", EXIT_CONFIG)
+        _partition_limit(queue, options, concurrency, rate, burst, clear, dsn, bounds,
+                         adaptive_given=adaptive is not None)
         return
     rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
-    bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
+    factor = _parsed("--adaptive-decrease", pgqueue.parse_decrease, adaptive_decrease)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
@@ -712,17 +732,19 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
             name = found.connection.name
             current = {c.queue: c for c in await q.controls(name)}.get(queue)
             if clear or concurrency is not None or rate_limit is not None or burst is not None \
-                    or adaptive is not None:
+                    or adaptive is not None or factor is not None:
                 # A limit not given keeps its current value.
                 keep = current.concurrency if current else None
                 count, period = rate_limit or ((current.rate_limit, current.rate_period) if current else (None, None))
                 bucket = current.burst if current else None
                 held = _adaptive_of(current)
+                cut = current.adaptive_decrease if current else None
                 if clear:
-                    keep, count, period, bucket, held = None, None, None, None, None
+                    keep, count, period, bucket, held, cut = None, None, None, None, None, None
                 await q.set_limits(queue, concurrency=keep if concurrency is None else concurrency,
                                    rate_limit=count, rate_period=period, burst=bucket if burst is None else burst,
-                                   adaptive=held if adaptive is None else bounds, connection=name,
+                                   adaptive=held if adaptive is None else bounds,
+                                   adaptive_decrease=cut if factor is None else factor, connection=name,
                                    fair=False if clear else None)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
             if options.queue_wide():
@@ -734,26 +756,32 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
     typer.echo(render.limits(queue, control) + render.partition_limits(control))
 
 
-def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,
-                     rate: str | None, burst: int | None, clear: bool, dsn: str | None) -> None:
+def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,  # noqa: PLR0913
+                     rate: str | None, burst: int | None, clear: bool, dsn: str | None,
+                     bounds: tuple[int, int] | None, *, adaptive_given: bool) -> None:
     """``queue:limit QUEUE --partition NAME ...``: set (or, with --clear, remove) one partition's override."""
     if options.queue_wide():
-        fail("--partition sets one partition's override: give --concurrency, --rate, --burst or --weight, "
-             "not the --per-partition-* options or --fair", EXIT_CONFIG)
+        fail("--partition sets one partition's override: give --concurrency, --rate, --burst, --weight or "
+             "--adaptive, not the --per-partition-* options or --fair", EXIT_CONFIG)
     found = target(dsn)
 
     async def limit() -> None:
         async with found.client() as q:
             assert options.partition is not None
             await q.set_partition_limit(queue, options.partition, concurrency=concurrency, rate=rate, burst=burst,
-                                        weight=options.weight, connection=found.connection.name)
+                                        weight=options.weight, adaptive=bounds, connection=found.connection.name)
 
-    if not clear and concurrency is None and rate is None and burst is None and options.weight is None:
-        fail("--partition: give --concurrency, --rate, --burst or --weight (or --clear to remove its override)",
-             EXIT_CONFIG)
+    if not clear and concurrency is None and rate is None and burst is None and options.weight is None \
+            and not adaptive_given:
+        fail("--partition: give --concurrency, --rate, --burst, --weight or --adaptive (or --clear to remove its "
+             "override)", EXIT_CONFIG)
+    if clear and adaptive_given:
+        fail("--clear removes the partition's override and its adaptive bounds: give it alone", EXIT_CONFIG)
     asyncio.run(limit())
+    shown_bounds = None if not adaptive_given else "off" if bounds is None else f"{bounds[0]}:{bounds[1]}"
     what = "removed" if clear else ", ".join(f"{k} {v}" for k, v in (
-        ("concurrency", concurrency), ("rate", rate), ("burst", burst), ("weight", options.weight)) if v is not None)
+        ("concurrency", concurrency), ("rate", rate), ("burst", burst), ("weight", options.weight),
+        ("adaptive", shown_bounds)) if v is not None)
     typer.echo(f"partition {options.partition!r} of queue {queue!r}: override {what}")
 
 

@@ -33,6 +33,7 @@ class MetricsOptions:
     host: str = "127.0.0.1"
     max_queues: int = 200
     max_job_names: int = 500
+    max_partitions: int = 20
 
 
 def metrics_module() -> ModuleType:
@@ -65,7 +66,8 @@ async def worker_metrics(options: MetricsOptions) -> AsyncIterator[Any]:
         yield None
         return
     metrics = metrics_module()
-    recorder = metrics.Recorder(max_queues=options.max_queues, max_job_names=options.max_job_names)
+    recorder = metrics.Recorder(max_queues=options.max_queues, max_job_names=options.max_job_names,
+                                max_partitions=options.max_partitions)
     if directory is not None:
         writer = metrics.SnapshotWriter(directory, recorder)
         task = asyncio.create_task(writer.run(), name="pgqueue-metrics-writer")

@@ -20,11 +20,13 @@ class PartitionOptions:
     per_partition_burst: int | None = None
     fair: bool | None = None
     weight: int | None = None
+    #: ``MIN:MAX`` or ``off`` (``--per-partition-adaptive``).
+    per_partition_adaptive: str | None = None
 
     def queue_wide(self) -> bool:
         """Whether any per-partition value for every partition of the queue was given."""
         return any(v is not None for v in (self.per_partition_concurrency, self.per_partition_rate,
-                                           self.per_partition_burst, self.fair))
+                                           self.per_partition_burst, self.fair, self.per_partition_adaptive))
 
 
 async def set_queue_wide(client: Client, queue: str, options: PartitionOptions,
@@ -36,9 +38,14 @@ async def set_queue_wide(client: Client, queue: str, options: PartitionOptions,
         rate = pgqueue.format_rate(current.partition_rate_limit, current.partition_rate_period)
     keep = current or pgqueue.QueueControl(queue, False, None, None, None)
     held = None if keep.adaptive_min is None or keep.adaptive_max is None else (keep.adaptive_min, keep.adaptive_max)
+    bounds = None if keep.partition_adaptive_min is None or keep.partition_adaptive_max is None \
+        else (keep.partition_adaptive_min, keep.partition_adaptive_max)
+    if options.per_partition_adaptive is not None:
+        bounds = None if options.per_partition_adaptive == "off" else \
+            pgqueue.parse_adaptive(options.per_partition_adaptive)
     await client.set_limits(
         queue, concurrency=keep.concurrency, rate_limit=keep.rate_limit, rate_period=keep.rate_period,
-        burst=keep.burst,
+        burst=keep.burst, adaptive_decrease=keep.adaptive_decrease, per_partition_adaptive=bounds,
         per_partition_concurrency=(keep.partition_concurrency if options.per_partition_concurrency is None
                                    else options.per_partition_concurrency),
         per_partition_rate=rate,
@@ -54,7 +61,8 @@ def partitions_table(queue: str, rows: list[pgqueue.PartitionStatus]) -> str:
     headers = ["PARTITION", "RUNNING", "WAITING", "DELAYED", "CONCURRENCY", "RATE", "WEIGHT", "OVERRIDE"]
     return f"queue {queue!r}\n" + table(headers, [[
         r.partition, str(r.running), str(r.waiting), str(r.delayed),
-        "-" if r.concurrency is None else str(r.concurrency),
+        "-" if r.concurrency is None else str(r.concurrency) if r.adaptive_min is None
+        else f"{r.concurrency} (adaptive {r.adaptive_min}:{r.adaptive_max})",
         "-" if r.rate_limit is None or r.rate_period is None else pgqueue.format_rate(r.rate_limit, r.rate_period),
         str(r.weight), "yes" if r.overridden else ""] for r in rows])
 

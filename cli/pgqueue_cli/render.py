@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pgqueue import (
+    DEFAULT_ADAPTIVE_DECREASE,
     Client,
     FailedJob,
     JobStatsRow,
@@ -118,6 +119,9 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "per_partition_rate_period": c.partition_rate_period if c else None,
             "fair": c.fair if c else False,
             "adaptive_min": c.adaptive_min if c else None, "adaptive_max": c.adaptive_max if c else None,
+            "adaptive_decrease": c.adaptive_decrease if c else None,
+            "per_partition_adaptive_min": c.partition_adaptive_min if c else None,
+            "per_partition_adaptive_max": c.partition_adaptive_max if c else None,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
     return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
@@ -155,7 +159,8 @@ def limits(name: str, control: QueueControl | None) -> str:
     parts = []
     if control is not None and control.concurrency is not None:
         adaptive = "" if control.adaptive_min is None else \
-            f" (adaptive {control.adaptive_min}:{control.adaptive_max}, now {control.concurrency})"
+            f" (adaptive {control.adaptive_min}:{control.adaptive_max}, now {control.concurrency}" \
+            f"{_cut(control)})"
         parts.append(f"concurrency {control.concurrency}{adaptive}")
     if control is not None and control.rate_limit is not None and control.rate_period is not None:
         parts.append(f"rate {format_rate(control.rate_limit, control.rate_period)}, "
@@ -168,7 +173,10 @@ def partition_limits(control: QueueControl | None) -> str:
     if control is None:
         return ""
     parts = []
-    if control.partition_concurrency is not None:
+    if control.partition_adaptive_min is not None:
+        parts.append(f"concurrency adaptive {control.partition_adaptive_min}:{control.partition_adaptive_max} "
+                     f"(each starts at {control.partition_concurrency}{_cut(control)})")
+    elif control.partition_concurrency is not None:
         parts.append(f"concurrency {control.partition_concurrency}")
     if control.partition_rate_limit is not None and control.partition_rate_period is not None:
         burst = control.partition_rate_limit if control.partition_burst is None else control.partition_burst
@@ -177,6 +185,11 @@ def partition_limits(control: QueueControl | None) -> str:
     if control.fair:
         parts.append("fair shares")
     return f"\nper partition of queue {control.queue!r}: " + ", ".join(parts) if parts else ""
+
+
+def _cut(control: QueueControl) -> str:
+    """``", cut x0.5"`` when a queue's adaptive limits are cut by another factor than the default."""
+    return "" if control.adaptive_decrease == DEFAULT_ADAPTIVE_DECREASE else f", cut x{control.adaptive_decrease:g}"
 
 
 def _stamp(moment: datetime) -> str:

@@ -44,6 +44,18 @@ UPGRADE = (
     # issue 26: a chain's line after its jobs ended (index dependent_jobs_parents_idx in upgrade.sql)
     "functions/job_family/0010.sql",
     "functions/job_state/0010.sql",
+    # issue 28: adaptive limits per partition, a configurable cut, per-partition metrics
+    "functions/set_adaptive_decrease/0010.sql",
+    "functions/set_partition_adaptive_limit/0010.sql",
+    "functions/backpressure/0010.sql",
+    "functions/adaptive_acked/0010.sql",
+    "functions/ack/0010.sql",
+    "functions/set_partition_limit/0010.sql",
+    "functions/set_partition_limits/0010.sql",
+    "functions/partition_status/0010.sql",
+    "functions/partition_depths/0010.sql",
+    "functions/prune_partitions/0010.sql",
+    # end issue 28
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -64,6 +76,15 @@ DOWNGRADE = (
     # issue 26: a chain's line after its jobs ended
     "functions/job_family/0009.sql",
     "functions/job_state/0009.sql",
+    # issue 28: adaptive limits per partition, a configurable cut, per-partition metrics
+    "functions/backpressure/0009.sql",
+    "functions/adaptive_acked/0009.sql",
+    "functions/ack/0009.sql",
+    "functions/set_partition_limit/0009.sql",
+    "functions/set_partition_limits/0009.sql",
+    "functions/partition_status/0009.sql",
+    "functions/prune_partitions/0009.sql",
+    # end issue 28
 )
 
 

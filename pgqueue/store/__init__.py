@@ -42,9 +42,11 @@ from psycopg_pool import AsyncConnectionPool
 from pgqueue.store.control import (
     CancelOutcome,
     ControlStatements,
+    PartitionDepth,
     PartitionStatus,
     QueueControl,
     QueueStats,
+    partition_depths_on,
     queue_paused_on,
     queue_stats_on,
 )
@@ -110,6 +112,7 @@ __all__ = [
     "JobStatsRow",
     "Link",
     "Listener",
+    "PartitionDepth",
     "PartitionStatus",
     "QueueControl",
     "QueueCounts",
@@ -139,6 +142,7 @@ __all__ = [
     "dispatched_jobs_on_sync",
     "listen",
     "listen_cancel",
+    "partition_depths_on",
     "pgqueue_schema_exists",
     "queue_paused_on",
     "queue_stats_on",

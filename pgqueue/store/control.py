@@ -45,7 +45,10 @@ class QueueControl:
     ``burst``: the rate's token bucket capacity, the most reservations granted at once; None:
     the default, ``rate_limit`` (the rate per period). ``adaptive_min``, ``adaptive_max``: the
     bounds of an adaptive limit (``concurrency`` is then its current value, halved by backpressure
-    and grown by acks); None: not adaptive.
+    and grown by acks); None: not adaptive. ``adaptive_decrease``: what a backpressure report
+    multiplies the queue's adaptive limits by (its own and its partitions'). ``partition_adaptive_min``,
+    ``partition_adaptive_max``: the bounds every partition's concurrency moves in (issue 28; None: not
+    adaptive; ``partition_concurrency`` is then where a partition starts).
     """
 
     queue: str
@@ -63,13 +66,18 @@ class QueueControl:
     fair: bool = False
     adaptive_min: int | None = None
     adaptive_max: int | None = None
+    adaptive_decrease: float = 0.9
+    partition_adaptive_min: int | None = None
+    partition_adaptive_max: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionStatus:
     """One partition of a queue (``pgqueue.partition_status``, issue 28): its jobs running (reserved,
     lease live), waiting (ready now) and delayed, and the limits reserve applies to it (its override,
-    else the queue's per-partition values; None: none), its fair share weight, whether overridden."""
+    else the queue's per-partition values; None: none), its fair share weight, whether overridden.
+    ``adaptive_min``, ``adaptive_max``: the bounds its concurrency moves in (its own, else the queue's
+    for every partition; None: not adaptive), ``concurrency`` being then the current limit."""
 
     partition: str
     running: int
@@ -80,12 +88,35 @@ class PartitionStatus:
     rate_period: float | None
     weight: int
     overridden: bool
+    adaptive_min: int | None = None
+    adaptive_max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDepth:
+    """One row of ``pgqueue.partition_depths`` (the metrics per partition, issue 28): a busy partition
+    of a queue (``partition`` None: the queue's other partitions, summed), its jobs running and waiting,
+    its concurrency limit (None: none; summed for the rest) and how many partitions the row stands for."""
+
+    queue: str
+    partition: str | None
+    running: int
+    waiting: int
+    concurrency: int | None
+    partitions: int
 
 
 async def queue_stats_on(conn: psycopg.AsyncConnection[Any]) -> list[QueueStats]:
     """Per-queue counts from the ``pgqueue.queue_stats`` view, on ``conn`` (the metrics' depth sampler)."""
     cur = await conn.execute(query("queue_stats"))
     return [QueueStats(*row) for row in await cur.fetchall()]
+
+
+async def partition_depths_on(conn: psycopg.AsyncConnection[Any], top: int) -> list[PartitionDepth]:
+    """Per queue its ``top`` busiest partitions and the rest summed (``pgqueue.partition_depths``), on
+    ``conn`` (the metrics' depth sampler); nothing before revision 0010."""
+    cur = await conn.execute(query("partition_depths"), (top,))
+    return [PartitionDepth(*row) for row in await cur.fetchall()]
 
 
 async def queue_paused_on(conn: psycopg.AsyncConnection[Any]) -> dict[str, tuple[bool, int | None]]:
@@ -129,29 +160,42 @@ class ControlStatements(Pooled):
 
     async def set_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,
                          rate_period: float | None, burst: int | None = None,
-                         adaptive: tuple[int, int] | None = None) -> None:
+                         adaptive: tuple[int, int] | None = None, adaptive_decrease: float | None = None
+                         ) -> None:
         """Set (None: clear) the global concurrency and rate limits of ``queue``, the rate's
-        burst (None: the rate per period) and the bounds of an adaptive limit (None: not adaptive;
-        ``concurrency`` is where it starts), in one transaction."""
+        burst (None: the rate per period), the bounds of an adaptive limit (None: not adaptive;
+        ``concurrency`` is where it starts) and the cut's factor (None: the default), in one transaction."""
         low, high = adaptive if adaptive is not None else (None, None)
         with storage_errors(f"setting the limits of queue {queue!r}"):
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
                 await conn.execute(query("set_adaptive_limit"), (queue, low, high))
+                await conn.execute(query("set_adaptive_decrease"), (queue, adaptive_decrease))
 
     async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
-                                   rate_period: float | None, burst: int | None, fair: bool) -> None:
-        """Set (None: clear) the limits every partition of ``queue`` gets, and fair shares (issue 28)."""
+                                   rate_period: float | None, burst: int | None, fair: bool,
+                                   adaptive: tuple[int, int] | None = None) -> None:
+        """Set (None: clear) the limits every partition of ``queue`` gets, fair shares and the bounds of
+        the partitions' adaptive limits (None: not adaptive; ``concurrency`` is where a partition starts),
+        in one transaction (issue 28)."""
+        low, high = adaptive if adaptive is not None else (None, None)
         with storage_errors(f"setting the partition limits of queue {queue!r}"):
-            await self._run("set_partition_limits", (queue, concurrency, rate_limit, rate_period, burst, fair))
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute(query("set_partition_adaptive_limit"), (queue, None, low, high))
+                await conn.execute(query("set_partition_limits"),
+                                   (queue, concurrency, rate_limit, rate_period, burst, fair))
 
     async def set_partition_limit(self, queue: str, partition: str, concurrency: int | None,  # one per column
                                   rate_limit: int | None, rate_period: float | None, burst: int | None,
-                                  weight: int | None) -> None:
-        """Set (all None: remove) one partition's override of ``queue`` (issue 28)."""
+                                  weight: int | None, adaptive: tuple[int, int] | None = None) -> None:
+        """Set (all None: remove) one partition's override of ``queue`` and its own adaptive bounds
+        (None: none; ``concurrency`` is where it starts), in one transaction (issue 28)."""
+        low, high = adaptive if adaptive is not None else (None, None)
         with storage_errors(f"setting the limits of partition {partition!r} of queue {queue!r}"):
-            await self._run("set_partition_limit", (queue, partition, concurrency, rate_limit, rate_period, burst,
-                                                    weight))
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute(query("set_partition_limit"),
+                                   (queue, partition, concurrency, rate_limit, rate_period, burst, weight))
+                await conn.execute(query("set_partition_adaptive_limit"), (queue, partition, low, high))
 
     async def partition_status(self, queue: str, limit: int) -> list[PartitionStatus]:
         """The partitions of ``queue`` (at most ``limit``, busiest first), from ``pgqueue.partition_status``."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from pgqueue.store import queue_paused_on, queue_stats_on, try_vacuum_lock
+from pgqueue.store import partition_depths_on, queue_paused_on, queue_stats_on, try_vacuum_lock
 from pgqueue.store.errors import is_transient
 from pgqueue.worker.instruments import DEPTH_STATES, OTHER, Recorder
 
@@ -105,5 +105,22 @@ class DepthSampler:
                 rest["oldest_ready_age"] = max(rest["oldest_ready_age"], values["oldest_ready_age"])
         if rest is not None:
             depth[OTHER] = rest
-        self._recorder.sampled(depth)
+        self._recorder.sampled(depth, await self.sample_partitions(conn, depth))
         self.samples += 1
+
+    async def sample_partitions(self, conn: psycopg.AsyncConnection[Any], depth: dict[str, dict[str, float]]
+                                ) -> dict[str, dict[str, dict[str, float]]]:
+        """Per queue with partitioned jobs, its ``max_partitions`` busiest partitions (jobs running and
+        waiting, and the concurrency limit, issue 28) and the rest summed under OTHER, counted by the
+        database (``pgqueue.partition_depths``): 10,000 tenants make at most ``max_partitions + 1`` label
+        values per queue. A queue past the queue cap (not in ``depth``) is summed under OTHER, OTHER."""
+        found: dict[str, dict[str, dict[str, float]]] = {}
+        for row in await partition_depths_on(conn, self._recorder.max_partitions):
+            queue = row.queue if row.queue in depth and row.queue != OTHER else OTHER
+            partition = row.partition if row.partition is not None and queue != OTHER else OTHER
+            values = found.setdefault(queue, {}).setdefault(partition, {"running": 0.0, "waiting": 0.0})
+            values["running"] += row.running
+            values["waiting"] += row.waiting
+            if row.concurrency is not None:
+                values["concurrency_limit"] = values.get("concurrency_limit", 0.0) + row.concurrency
+        return found

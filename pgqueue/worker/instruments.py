@@ -49,6 +49,9 @@ UNDECODABLE = "?"
 #: Default caps: distinct ``queue`` and ``job_name`` label values per metric (the rest: :data:`OTHER`).
 MAX_QUEUES = 200
 MAX_JOB_NAMES = 500
+#: Issue 28: per queue, the busiest partitions sampled with their own ``partition`` label value (the
+#: rest summed under :data:`OTHER`), so any number of tenants makes at most this many + 1 series.
+MAX_PARTITIONS = 20
 
 
 def check_cap(value: object, what: str) -> int:
@@ -143,7 +146,8 @@ class Recorder(Instruments):
     first seen; later ones are recorded as :data:`OTHER`), and a job name no job class of this
     process is registered under is recorded as :data:`UNREGISTERED`, so producers cannot make
     the worker's memory or the metrics grow. The queue depth sample is capped at ``max_queues``
-    queues too (see :class:`pgqueue.worker.depth.DepthSampler`).
+    queues too (see :class:`pgqueue.worker.depth.DepthSampler`), and the per-partition sample at
+    ``max_partitions`` partitions per queue (the busiest; the rest summed under :data:`OTHER`).
 
     Queue latency is observed for every attempt whose handler starts: from the time the job
     became due (``pgqueue.reserve`` returns it: its dispatch, the end of its delay, a retry's
@@ -153,11 +157,16 @@ class Recorder(Instruments):
 
     __slots__ = ("_clock", "_kept_names", "_kept_queues", "acks_pending", "batch_sizes", "counters", "depth",
                  "depth_sampled_at", "durations", "in_flight", "job_names", "latencies", "leases_lost",
-                 "max_job_names", "max_queues", "queues", "transient_errors", "worker")
+                 "max_job_names", "max_partitions", "max_queues", "partitions", "queues", "transient_errors",
+                 "worker")
 
     def __init__(self, clock: Callable[[], float] = time.time, *, max_queues: int = MAX_QUEUES,
-                 max_job_names: int = MAX_JOB_NAMES) -> None:
+                 max_job_names: int = MAX_JOB_NAMES, max_partitions: int = MAX_PARTITIONS) -> None:
         self._clock = clock
+        #: Per queue, the partitions sampled with their own label value (the busiest; the rest: OTHER).
+        self.max_partitions = check_cap(max_partitions, "max_partitions")
+        #: The last per-partition sample: queue -> partition -> {"running", "waiting"[, "concurrency_limit"]}.
+        self.partitions: dict[str, dict[str, dict[str, float]]] = {}
         #: The caps on distinct ``queue`` and ``job_name`` label values (the rest: :data:`OTHER`);
         #: the queue cap bounds the sampled queue depths too.
         self.max_queues = check_cap(max_queues, "max_queues")
@@ -230,9 +239,11 @@ class Recorder(Instruments):
     def transient_error(self) -> None:
         self.transient_errors += 1
 
-    def sampled(self, depth: dict[str, dict[str, float]]) -> None:
-        """Keep a queue depth sample (see :class:`pgqueue.worker.depth.DepthSampler`)."""
+    def sampled(self, depth: dict[str, dict[str, float]],
+                partitions: dict[str, dict[str, dict[str, float]]] | None = None) -> None:
+        """Keep a queue depth sample and its per-partition one (see :class:`pgqueue.worker.depth.DepthSampler`)."""
         self.depth = depth
+        self.partitions = partitions or {}
         self.depth_sampled_at = self._clock()
 
     def _in_flight(self) -> dict[str, list[int]]:
@@ -257,6 +268,7 @@ class Recorder(Instruments):
             "acks_pending": self.acks_pending(),
             "in_flight": self._in_flight(),
             "depth": self.depth,
+            "partitions": self.partitions,
             "depth_sampled_at": self.depth_sampled_at,
             "folded": {"queue": self.queues.folded, "job_name": self.job_names.folded},
             "workers": [] if self.worker is None else [self.worker],

@@ -234,11 +234,24 @@ create table pgqueue.queues (
                                   and (rate_period is null or rate_period > interval '0')),
     constraint queues_rate_burst check (rate_burst is null or (rate_burst >= 1 and rate_limit is not null)),
     constraint queues_adaptive check ((adaptive_min is null) = (adaptive_max is null)
-                                      and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min)))
+                                      and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min))),
+    -- issue 28: adaptive limits per partition, and a configurable cut (revision 0010). A cut leaves
+    -- floor(limit x adaptive_decrease), at least one less, never below the minimum (the queue's limit
+    -- and its partitions'). partition_adaptive_min/max: the bounds every partition's concurrency moves
+    -- in (partition_concurrency: where a partition without a row starts); partition_adaptive: whether
+    -- any partition of the queue is adaptive (these bounds or a named one's), probed by pgqueue.ack.
+    adaptive_decrease      double precision not null default 0.9,
+    partition_adaptive_min integer,
+    partition_adaptive_max integer,
+    partition_adaptive     boolean not null default false,
+    constraint queues_adaptive_decrease check (adaptive_decrease > 0 and adaptive_decrease < 1),
+    constraint queues_partition_adaptive check ((partition_adaptive_min is null) = (partition_adaptive_max is null)
+        and (partition_adaptive_min is null
+             or (partition_adaptive_min >= 1 and partition_adaptive_max >= partition_adaptive_min)))
 );
 
 -- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.
-create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null;
+create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null or partition_adaptive;
 
 comment on table pgqueue.queues is
     'pgqueue: per-queue controls (paused, concurrency and rate limits). Change rows only through pgqueue.pause, pgqueue.resume and pgqueue.set_limits.';
@@ -411,7 +424,18 @@ create table pgqueue.partitions (
         and (rate_limit is null or rate_limit >= 1)
         and (rate_period is null or rate_period > interval '0')
         and (rate_burst is null or (rate_burst >= 1 and rate_limit is not null))),
-    constraint partitions_weight check (weight is null or weight between 1 and 1000)
+    constraint partitions_weight check (weight is null or weight between 1 and 1000),
+    -- issue 28: adaptive limits per partition (revision 0010): its own bounds (null: the queue's
+    -- partition_adaptive_min/max), whether concurrency is the adaptive limit's current value (not an
+    -- operator's fixed override), the acks of its window and when backpressure last cut it.
+    adaptive_min     integer,
+    adaptive_max     integer,
+    adaptive_limit   boolean          not null default false,
+    adaptive_acks    integer          not null default 0,
+    adaptive_cut_at  timestamptz,
+    constraint partitions_adaptive check ((adaptive_min is null) = (adaptive_max is null)
+        and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min))
+        and (not adaptive_limit or concurrency is not null))
 );
 comment on table pgqueue.partitions is
     'pgqueue: per-partition overrides (concurrency, rate, weight) and token buckets. Change overrides only through pgqueue.set_partition_limit.';

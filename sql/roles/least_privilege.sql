@@ -7,9 +7,11 @@
 --                     heartbeat, fail, snooze, backpressure, next_due, prune_history, prune_ticks_and_keys, schedule_state,
 --                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
 --                     and queues (the metrics' queue depths and paused queues); LISTEN
+--                     partition_depths (the metrics per partition, issue 28)
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
---                     pause, resume, set_limits, set_adaptive_limit
+--                     pause, resume, set_limits, set_adaptive_limit, set_adaptive_decrease,
+--                     set_partition_adaptive_limit (issue 28)
 --
 -- How: none of the three may write to a table or use the sequence (operators only read). The stored functions
 -- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
@@ -192,6 +194,13 @@ alter function pgqueue.partition_status(text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.prune_partitions(integer)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: adaptive limits per partition, a configurable cut, per-partition metrics
+alter function pgqueue.set_partition_adaptive_limit(text, text, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.set_adaptive_decrease(text, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.partition_depths(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 -- issue 26: dependencies and batches (pgqueue.jobs_ended runs inside the functions that end an
 -- attempt, as their owner, and is granted to nobody: no role can release a child by itself; so does
 -- pgqueue.jobs_requeued, inside retry_failed and retry_failed_all)
@@ -333,3 +342,10 @@ grant execute on function
 to pgqueue_operator;
 grant select on pgqueue.partitions to pgqueue_operator;
 grant execute on function pgqueue.prune_partitions(integer) to pgqueue_worker;
+-- issue 28: adaptive limits per partition, a configurable cut (operators), per-partition metrics
+-- (a worker's depth sampler: counts and limits per partition, no job data)
+grant execute on function
+    pgqueue.set_partition_adaptive_limit(text, text, integer, integer),
+    pgqueue.set_adaptive_decrease(text, double precision)
+to pgqueue_operator;
+grant execute on function pgqueue.partition_depths(integer) to pgqueue_worker;

@@ -145,6 +145,72 @@ async def test_three_workers_never_reserve_beyond_the_adaptive_limit_as_backpres
                               "most_running_at_once": peak})
 
 
+# issue 28, revision 0010: every grant of a partitioned job, with its partition's live reservations
+# and limit once the statement is done, and when that partition's limit was last cut. reserve holds
+# the queue's row, so no other reservation changes the count; a backpressure cut of the partition
+# (which writes pgqueue.partitions, not the queue's row) may land between reserve's decision and
+# this trigger: such a grant was decided under the limit before that cut.
+PARTITION_DDL = """
+create table fault_pressed (n integer primary key);
+create table fault_partition_grants (job_id uuid not null, partition text not null, reserved bigint not null,
+                                     lim integer, reserved_at timestamptz, cut_at timestamptz);
+create function fault_note_partition() returns trigger language plpgsql as $$
+begin
+    insert into public.fault_partition_grants (job_id, partition, reserved, lim, reserved_at, cut_at)
+    select new.id, new.partition,
+           (select count(*) from pgqueue.jobs j
+            where j.queue = new.queue and j.partition = new.partition and j.token is not null
+              and j.available_at > clock_timestamp()),
+           (select coalesce(p.concurrency, q.partition_concurrency) from pgqueue.queues q
+            left join pgqueue.partitions p on p.queue = q.name and p.partition = new.partition
+            where q.name = new.queue),
+           new.reserved_at,
+           (select p.adaptive_cut_at from pgqueue.partitions p
+            where p.queue = new.queue and p.partition = new.partition);
+    return null;
+end $$;
+create trigger fault_note_partition after update of token on pgqueue.jobs for each row
+    when (new.token is not null and new.token is distinct from old.token)
+    execute function fault_note_partition();
+"""
+
+
+async def test_three_workers_keep_each_partition_within_its_adaptive_limit(
+        ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path,
+        fault_report: FaultReport) -> None:
+    _execute(ledger_dsn, SPANS_DDL + PARTITION_DDL)
+    await producer.set_limits("tenants", per_partition_concurrency=6, per_partition_adaptive=(2, 6))
+    jobs = 240
+    for tenant in range(3):
+        await producer.dispatch_many([PressedSpanJob(n=i, work=0.02, press=6) for i in range(tenant, jobs, 3)],
+                                     queue="tenants", partition=f"tenant:{tenant}")
+    workers = [fleet.start(ledger_dsn, pyproject=fault_pyproject, concurrency=10, queues="tenants")
+               for _ in range(3)]
+    await wait_until(lambda: int(scalar(ledger_dsn, "select count(*) from pgqueue.jobs")) == 0, within=180,
+                     what="the partitioned queue is drained", fleet=fleet)
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [w.wait(30) for w in workers] == [0, 0, 0], fleet.logs()[-3000:]
+    pressed = int(scalar(ledger_dsn, "select count(*) from fault_pressed"))
+    assert pressed == jobs // 6
+    assert int(scalar(ledger_dsn, "select count(*) from pgqueue.failed_jobs")) == 0  # tries = 1: none spent
+    grants = _rows(ledger_dsn, "select partition, reserved, lim, reserved_at, cut_at from fault_partition_grants")
+    assert len(grants) == jobs + pressed
+    assert max(reserved for _, reserved, *_ in grants) <= 6  # never above the bound, whatever raced
+    decided = [(p, reserved, lim) for p, reserved, lim, at, cut in grants if cut is None or cut <= at]
+    over = [g for g in decided if g[1] > g[2]]
+    assert over == [], over[:10]
+    assert len(decided) > len(grants) // 2
+    limits = {lim for _, _, lim, *_ in grants}
+    assert min(limits) >= 2 and max(limits) <= 6 and len(limits) > 2  # they moved, within the bounds
+    # The queue's own limit never moved: the partitions' backpressure cut the partitions.
+    assert scalar(ledger_dsn, "select concurrency from pgqueue.queues where name = 'tenants'") is None
+    fault_report.rows.append({"fault": "3 workers x concurrency 10, 3 partitions adaptive 2..6, backpressure 1 in 6",
+                              "injected": pressed, "dispatched": jobs, "completed": jobs, "failed": 0, "lost": 0,
+                              "duplicate_acks": 0, "stale_acks": 0, "reruns": pressed,
+                              "most_running_at_once": max(reserved for _, reserved, *_ in grants)})
+
+
 async def test_a_rate_limit_of_20_per_second_holds_within_its_burst_over_10_seconds(
         ledger_dsn: str, producer: Client, fleet: WorkerFleet, fault_pyproject: Path) -> None:
     _execute(ledger_dsn, SPANS_DDL)

@@ -208,6 +208,9 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert await operator.resume() is True
         await operator.set_limits(concurrency=2)
         assert [(c.queue, c.concurrency) for c in await operator.controls()] == [("default", 2)]
+        # issue 28, revision 0010: adaptive partitions and the cut's factor are the operator's too.
+        await operator.set_partition_limit("default", "tenant:1", adaptive=(1, 3))
+        await operator.set_limits(concurrency=2, adaptive_decrease=0.5)
         o = roles["operator"]
         assert scalar_as(o, "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
         assert scalar_as(o, "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"
@@ -254,12 +257,16 @@ async def test_a_least_privilege_worker_samples_queue_depths(dsn: str, roles: di
         [held] = reserve(conn, ["default"], 1)
         conn.execute(b"select pgqueue.cancel(%s)", (held["id"],))
         conn.execute(b"select pgqueue.pause('stopped')")
+        enqueue(conn, envelope("tenants") | {"partition": "t1"})  # issue 28: the per-partition sample
+        conn.execute(b"select pgqueue.set_partition_adaptive_limit('tenants', null, 1, 5)")
     w = roles["worker"]
     recorder = Recorder()
     async with await psycopg.AsyncConnection.connect(w, autocommit=True) as conn:
         await DepthSampler(w, recorder, interval=1.0).sample(conn)
     assert recorder.depth["default"]["failed"] == 1 and recorder.depth_sampled_at is not None
     assert recorder.depth["stopped"]["paused"] == 1 and recorder.depth["default"]["paused"] == 0
+    assert recorder.partitions["tenants"]["t1"] == {"running": 0, "waiting": 1, "concurrency_limit": 1}
+    assert refused(w, "select pgqueue.set_partition_adaptive_limit('tenants', null, 1, 50)")  # operators only
     assert refused(w, "select * from pgqueue.failed_jobs")  # the counts, not the failures
 #: Registers 'app:tick' as an every-second schedule, catch-up 5, with the template given.
 TICK_SCHEDULE = ("select count(*) from pgqueue.schedule_sync(array['app:tick'], array['every 1s'], array['UTC'], "

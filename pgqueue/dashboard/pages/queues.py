@@ -70,15 +70,17 @@ async def partition_tables(store: Store, controls: list[QueueControl]) -> list[t
             if c.fair or c.partition_concurrency is not None or c.partition_rate_limit is not None]
 
 
-def _kept(current: QueueControl | None, rated: bool, *, cleared: bool) -> tuple[int | None, tuple[int, int] | None]:
-    """The form has no burst or adaptive fields: the burst and the adaptive bounds set from the CLI,
-    Python or SQL, kept (the burst only with a rate; Clear removes both)."""
+def _kept(current: QueueControl | None, rated: bool, *, cleared: bool
+          ) -> tuple[int | None, tuple[int, int] | None, float | None]:
+    """The form has no burst or adaptive fields: the burst, the adaptive bounds and the cut's factor
+    (issue 28, revision 0010) set from the CLI, Python or SQL, kept (the burst only with a rate;
+    Clear removes the first two and resets the factor)."""
     if current is None or cleared:
-        return None, None
+        return None, None, None
     adaptive = None
     if current.adaptive_min is not None and current.adaptive_max is not None:
         adaptive = (current.adaptive_min, current.adaptive_max)
-    return (current.burst if rated else None), adaptive
+    return (current.burst if rated else None), adaptive, current.adaptive_decrease
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
@@ -120,12 +122,13 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 text = field(form, "rate")
                 rate = parse_rate(text) if text else None
             controls = await dash.client.controls(connection=dash.options.connection)
-            burst, adaptive = _kept(next((c for c in controls if c.queue == queue), None), rate is not None,
-                                    cleared=bool(form.get("clear")))
+            burst, adaptive, cut = _kept(next((c for c in controls if c.queue == queue), None), rate is not None,
+                                         cleared=bool(form.get("clear")))
             await dash.client.set_limits(queue, concurrency=concurrency,
                                          rate_limit=None if rate is None else rate[0],
                                          rate_period=None if rate is None else rate[1],
-                                         burst=burst, adaptive=adaptive, connection=dash.options.connection)
+                                         burst=burst, adaptive=adaptive, adaptive_decrease=cut,
+                                         connection=dash.options.connection)
             if concurrency is None and rate is None:
                 return f"cleared the limits of queue {queue!r}"
             said = [f"concurrency {concurrency}" if concurrency is not None else "no concurrency limit",
