@@ -1,0 +1,210 @@
+"""One system's workflow process for benchmarks/workflows.py: ``python -m benchmarks.workflow_worker``.
+
+    python -m benchmarks.workflow_worker SYSTEM DSN MODE [--concurrency N] [--workflows N] ...
+
+SYSTEM is ``pgqueue`` or ``dbos``; MODE one of
+
+- ``install`` — the system's schema, with its own tooling (DBOS: ``DBOS.launch()``'s migration
+  and ``SQLAlchemyDatasource.create``; pgqueue: ``pgqueue.migrate.upgrade``);
+- ``enqueue`` — N five-step workflows, one per transaction, from the system's client (DBOS:
+  ``DBOSClient.enqueue``; pgqueue: ``client.dispatch``), timed;
+- ``drain`` — a worker at ``--concurrency`` until every workflow of the database has finished
+  (checked in the database), timed from the worker's start; ``--expect`` (default N) is how many
+  workflow bodies must return in this process before the database is asked;
+- ``serve`` — a worker until SIGTERM (the signal and sleep phases: the harness dispatches).
+
+The same workflows in both systems (the harness checks the effects table afterwards):
+
+- **five**: five steps, each one insert into ``bench_effects`` in the step's own transaction
+  (DBOS: a ``SQLAlchemyDatasource.transaction`` step, whose checkpoint commits with the insert;
+  pgqueue: ``context.transaction(step)``);
+- **signalled**: a step that prints ``waiting SEQ``, a wait for the signal ``approved``, then a
+  step that prints ``resumed SEQ MONOTONIC`` (when the step after the wait starts running);
+- **sleeper**: a step that prints ``asleep SEQ``, a durable sleep of ``--sleep`` seconds, then
+  one effect.
+
+Events go to stdout one a line (``ready``, ``waiting``, ``resumed``, ``asleep``, and a final
+``result JSON``). ``time.monotonic()`` is CLOCK_MONOTONIC, one clock for every process of the
+machine, so the harness compares its send time with the worker's resume time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.common import asyncpg_dsn, sql
+
+QUEUE = "bench"  # five and signalled
+SLEEP_QUEUE = "bench_sleep"  # sleepers: DBOS counts a sleeping workflow against its queue's concurrency
+DBOS_POLLING = 0.05  # the issue's measurement; DBOS's default is 1.0 s (DEFAULT_QUEUE_POLLING_INTERVAL_SEC)
+
+
+class Done:
+    """Workflow bodies that returned in this process (DBOS runs them on threads of its own)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def hit(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+DONE = Done()
+_OUT = threading.Lock()
+
+
+def emit(line: str) -> None:
+    with _OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+# ====================================================================== DBOS
+def dbos_url(dsn: str) -> str:
+    """The database as the SQLAlchemy URL DBOS takes (its psycopg 3 driver)."""
+    return asyncpg_dsn(dsn).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def dbos_define(dsn: str, concurrency: int) -> tuple[Any, dict[str, Callable[..., Any]]]:
+    """DBOS configured on ``dsn`` (system database and datasource in the same database) and the
+    benchmark's workflows registered; not launched."""
+    from dbos import DBOS, SQLAlchemyDatasource
+
+    url = dbos_url(dsn)
+    DBOS(config={"name": "bench", "system_database_url": url, "log_level": "WARNING",
+                 # Its default pool (20) and SQLAlchemy's (5 + 10 overflow) would queue steps at
+                 # concurrency 50: every running workflow gets a connection, as pgqueue's do.
+                 "sys_db_pool_size": max(20, concurrency + 5)})
+    datasource = SQLAlchemyDatasource.create(url, engine_kwargs={"pool_size": max(5, concurrency + 5),
+                                                                 "max_overflow": 0})
+    effect_statement = sql("workflow_effect")
+
+    @datasource.transaction(name="effect")
+    def effect(seq: int, step: int) -> int:
+        datasource.sql_session().connection().exec_driver_sql(effect_statement, (seq, step))
+        return step
+
+    @DBOS.step(name="announce")
+    def announce(seq: int, what: str) -> None:
+        emit(f"{what} {seq}")
+
+    @DBOS.step(name="resumed")
+    def resumed(seq: int) -> None:
+        emit(f"resumed {seq} {time.monotonic()!r}")
+
+    @DBOS.workflow(name="bench_five")
+    def five(seq: int) -> int:
+        for step in range(5):
+            effect(seq, step)
+        DONE.hit()
+        return seq
+
+    @DBOS.workflow(name="bench_signalled")
+    def signalled(seq: int) -> int:
+        announce(seq, "waiting")
+        DBOS.recv("approved", timeout_seconds=600)
+        resumed(seq)
+        effect(seq, 0)
+        return seq
+
+    @DBOS.workflow(name="bench_sleeper")
+    def sleeper(seq: int, seconds: float) -> int:
+        announce(seq, "asleep")
+        DBOS.sleep(seconds)
+        effect(seq, 0)
+        return seq
+
+    return DBOS, {"five": five, "signalled": signalled, "sleeper": sleeper}
+
+
+def dbos_main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.mode == "enqueue":
+        # A producer outside the application: DBOSClient writes the queued workflow rows only.
+        from dbos import DBOSClient, EnqueueOptions
+
+        client = DBOSClient(system_database_url=dbos_url(args.dsn))
+        try:
+            options: EnqueueOptions = {"workflow_name": "bench_five", "queue_name": QUEUE}
+            started = time.perf_counter()
+            for seq in range(args.workflows):
+                client.enqueue(options, seq)
+            return {"elapsed": time.perf_counter() - started}
+        finally:
+            client.destroy()
+    dbos, _ = dbos_define(args.dsn, args.concurrency)
+    started = time.perf_counter()
+    dbos.launch()
+    dbos.register_queue(QUEUE, worker_concurrency=args.concurrency, polling_interval_sec=DBOS_POLLING)
+    # No concurrency limit on the sleepers' queue: a sleeping DBOS workflow keeps its queue slot.
+    dbos.register_queue(SLEEP_QUEUE, polling_interval_sec=DBOS_POLLING)
+    try:
+        if args.mode == "install":
+            return {}
+        if args.mode == "serve":
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            emit("ready")
+            stop.wait()
+            return {"done": DONE.count}
+        while DONE.count < args.expect:  # DBOS's threads move it
+            time.sleep(0.005)
+        statement = sql("workflow_dbos_unfinished")
+        engine = _engine(args.dsn)
+        with engine.connect() as conn:
+            while conn.exec_driver_sql(statement).scalar():
+                conn.rollback()
+                time.sleep(0.02)
+        engine.dispose()
+        return {"elapsed": time.perf_counter() - started, "done": DONE.count}
+    finally:
+        dbos.destroy()
+
+
+def _engine(dsn: str) -> Any:
+    import sqlalchemy as sa
+
+    return sa.create_engine(dbos_url(dsn), poolclass=sa.NullPool)
+
+
+# =================================================================== pgqueue
+def pgqueue_workflows() -> dict[str, Any]:
+    """pgqueue's benchmark workflows (defined once)."""
+    raise NotImplementedError("pgqueue's workflow runtime is not on this branch yet")
+
+
+async def pgqueue_main(args: argparse.Namespace) -> dict[str, Any]:
+    raise NotImplementedError("pgqueue's workflow runtime is not on this branch yet")
+
+
+# ====================================================================== main
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.workflow_worker")
+    parser.add_argument("system", choices=("pgqueue", "dbos"))
+    parser.add_argument("dsn")
+    parser.add_argument("mode", choices=("install", "enqueue", "drain", "serve"))
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--workflows", type=int, default=1000, help="enqueue: how many; drain: --expect's default")
+    parser.add_argument("--expect", type=int, default=None,
+                        help="drain: workflow bodies to see return here before asking the database (default N)")
+    args = parser.parse_args()
+    if args.expect is None:
+        args.expect = args.workflows
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    result = dbos_main(args) if args.system == "dbos" else asyncio.run(pgqueue_main(args))
+    emit("result " + json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
