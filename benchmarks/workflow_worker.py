@@ -39,7 +39,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
+
+import psycopg
 
 from benchmarks.common import asyncpg_dsn, sql
 
@@ -76,18 +79,16 @@ def dbos_url(dsn: str) -> str:
     return asyncpg_dsn(dsn).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def dbos_define(dsn: str, concurrency: int) -> tuple[Any, dict[str, Callable[..., Any]]]:
+def dbos_define(dsn: str) -> tuple[Any, dict[str, Callable[..., Any]]]:
     """DBOS configured on ``dsn`` (system database and datasource in the same database) and the
     benchmark's workflows registered; not launched."""
     from dbos import DBOS, SQLAlchemyDatasource
 
     url = dbos_url(dsn)
-    DBOS(config={"name": "bench", "system_database_url": url, "log_level": "WARNING",
-                 # Its default pool (20) and SQLAlchemy's (5 + 10 overflow) would queue steps at
-                 # concurrency 50: every running workflow gets a connection, as pgqueue's do.
-                 "sys_db_pool_size": max(20, concurrency + 5)})
-    datasource = SQLAlchemyDatasource.create(url, engine_kwargs={"pool_size": max(5, concurrency + 5),
-                                                                 "max_overflow": 0})
+    # Its default pools (system database 20; the datasource's SQLAlchemy engine 5 + 10 overflow), as
+    # pgqueue runs on its own default (a client pool of 10): the shared server allows 100 connections.
+    DBOS(config={"name": "bench", "system_database_url": url, "log_level": "WARNING"})
+    datasource = SQLAlchemyDatasource.create(url)
     effect_statement = sql("workflow_effect")
 
     @datasource.transaction(name="effect")
@@ -142,7 +143,7 @@ def dbos_main(args: argparse.Namespace) -> dict[str, Any]:
             return {"elapsed": time.perf_counter() - started}
         finally:
             client.destroy()
-    dbos, _ = dbos_define(args.dsn, args.concurrency)
+    dbos, _ = dbos_define(args.dsn)
     started = time.perf_counter()
     dbos.launch()
     dbos.register_queue(QUEUE, worker_concurrency=args.concurrency, polling_interval_sec=DBOS_POLLING)
@@ -178,13 +179,90 @@ def _engine(dsn: str) -> Any:
 
 
 # =================================================================== pgqueue
+_PGQUEUE_FLOWS: dict[str, Any] = {}
+
+
 def pgqueue_workflows() -> dict[str, Any]:
-    """pgqueue's benchmark workflows (defined once)."""
-    raise NotImplementedError("pgqueue's workflow runtime is not on this branch yet")
+    """pgqueue's benchmark workflows (defined once; the harness's client imports them to dispatch)."""
+    if _PGQUEUE_FLOWS:
+        return _PGQUEUE_FLOWS
+    from pgqueue import WorkflowContext, workflow
+
+    effect_statement = sql("workflow_effect")
+
+    def announce(seq: int, what: str) -> None:
+        emit(f"{what} {seq}")
+
+    def resumed(seq: int) -> None:
+        emit(f"resumed {seq} {time.monotonic()!r}")
+
+    @workflow(queue=QUEUE, name="bench:five")
+    async def five(context: WorkflowContext, seq: int) -> int:
+        for step in range(5):
+            async with context.transaction(f"effect-{step}") as conn:
+                await conn.execute(effect_statement, (seq, step))
+        DONE.hit()
+        return seq
+
+    @workflow(queue=QUEUE, name="bench:signalled")
+    async def signalled(context: WorkflowContext, seq: int) -> int:
+        await context.step("announce", announce, seq, "waiting")
+        await context.wait_for("approved", timeout=timedelta(minutes=10))
+        await context.step("resumed", resumed, seq)
+        async with context.transaction("effect-0") as conn:
+            await conn.execute(effect_statement, (seq, 0))
+        return seq
+
+    @workflow(queue=SLEEP_QUEUE, name="bench:sleeper")
+    async def sleeper(context: WorkflowContext, seq: int, seconds: float) -> int:
+        await context.step("announce", announce, seq, "asleep")
+        await context.sleep(timedelta(seconds=seconds))
+        async with context.transaction("effect-0") as conn:
+            await conn.execute(effect_statement, (seq, 0))
+        return seq
+
+    _PGQUEUE_FLOWS.update(five=five, signalled=signalled, sleeper=sleeper)
+    return _PGQUEUE_FLOWS
 
 
 async def pgqueue_main(args: argparse.Namespace) -> dict[str, Any]:
-    raise NotImplementedError("pgqueue's workflow runtime is not on this branch yet")
+    from pgqueue import Client
+
+    if args.mode == "install":
+        from pgqueue.migrate import upgrade
+
+        await asyncio.to_thread(upgrade, args.dsn)
+        return {}
+    flows = pgqueue_workflows()
+    async with Client(args.dsn) as client:
+        if args.mode == "enqueue":
+            started = time.perf_counter()
+            for seq in range(args.workflows):
+                await client.dispatch(flows["five"](seq=seq))
+            return {"elapsed": time.perf_counter() - started}
+        worker = await client.worker(concurrency=args.concurrency, queues=[QUEUE, SLEEP_QUEUE])
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        started = time.perf_counter()
+        running = asyncio.create_task(worker.run())
+        try:
+            if args.mode == "serve":
+                emit("ready")
+                await stop.wait()
+                return {"done": DONE.count}
+            while DONE.count < args.expect:  # noqa: ASYNC110 (a count the workflows move, polled like the DBOS side)
+                await asyncio.sleep(0.005)
+            async with await psycopg.AsyncConnection.connect(args.dsn, autocommit=True) as conn:
+                while True:
+                    cur = await conn.execute(sql("workflow_pgqueue_unfinished"))
+                    row = await cur.fetchone()
+                    if not row or not row[0]:
+                        break
+                    await asyncio.sleep(0.02)
+            return {"elapsed": time.perf_counter() - started, "done": DONE.count}
+        finally:
+            worker.stop()
+            await running
 
 
 # ====================================================================== main

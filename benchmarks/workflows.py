@@ -91,6 +91,9 @@ class WorkflowSizes:
 
 
 # ------------------------------------------------------------------ processes
+STARTED: list[Process] = []  # every process this harness started, SIGKILLed by PID if still running at the end
+
+
 class Process:
     """``python -m benchmarks.workflow_worker`` in its own process: its event lines as they come."""
 
@@ -104,6 +107,7 @@ class Process:
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> Process:
+        STARTED.append(self)
         self.proc = await asyncio.create_subprocess_exec(
             *self.args, cwd=HERE.parent, stdout=asyncio.subprocess.PIPE, stderr=None,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -535,14 +539,20 @@ async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str,
     plan += [(phase, system, functools.partial(measure, admin_dsn, system, sizes), False)
              for phase, measure in (("sleep", sleeping), ("kill", killed)) if phase in sizes.phases
              for system in sizes.systems]
-    for phase, key, measure, repeated in plan:
-        figures = await attempt(f"{phase} {key}", measure())
-        if figures is None:
-            continue
-        if repeated:
-            _add(out.setdefault(phase, {}), key, figures)
-        else:
-            out.setdefault(phase, {})[key] = figures
+    try:
+        for phase, key, measure, repeated in plan:
+            figures = await attempt(f"{phase} {key}", measure())
+            if figures is None:
+                continue
+            if repeated:
+                _add(out.setdefault(phase, {}), key, figures)
+            else:
+                out.setdefault(phase, {})[key] = figures
+    finally:
+        for process in STARTED:
+            if process.proc is not None and process.proc.returncode is None:
+                await process.kill()
+        STARTED.clear()
     out["failures"] = failures
     out["load_end"] = os.getloadavg()[0]
     out["statements_note"] = ("" if _any(out, "statements_drain") else
@@ -758,6 +768,11 @@ def main(argv: list[str] | None = None) -> int:
                           signals=args.signals, sleepers=args.sleepers, systems=tuple(args.systems),
                           phases=tuple(args.phases))
     results: dict[str, Any] = {}
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt  # asyncio.run cancels the run: its workers are killed, its databases dropped
+
+    signal.signal(signal.SIGTERM, interrupted)
     asyncio.run(run_workflows(args.admin_dsn, sizes, results))
     results["workflows"]["command"] = "uv run --group bench python -m benchmarks.workflows " + " ".join(
         sys.argv[1:] if argv is None else argv)
