@@ -25,6 +25,9 @@ The public API:
 - :class:`Batch`, :class:`BatchState`, :class:`Group` — jobs that wait for jobs (issue 26):
   ``dispatch(job, after=[...])``, ``client.batch(jobs, then=callback)``, ``client.chain(...)``,
   ``client.group(...)``; a handler reads ``context.parent_results()`` and ``context.batch()``.
+- :func:`workflow`, :class:`WorkflowContext` — durable workflows (issue 27): steps that run once,
+  effects exactly once in ``context.transaction``, durable sleep and signals (``client.signal``),
+  child jobs; :class:`WorkflowTimeout` and the other :class:`WorkflowError` subclasses.
 - The errors: :class:`QueueError` and its subclasses.
 """
 
@@ -48,6 +51,11 @@ from pgqueue.errors import (
     QueueResultError,
     QueueRetryError,
     QueueStorageError,
+    WorkflowChildError,
+    WorkflowDeterminismError,
+    WorkflowError,
+    WorkflowStepError,
+    WorkflowTimeout,
 )
 from pgqueue.failed import FailedJob, FailedJobRepository
 from pgqueue.handles import Attempt, JobHandle, JobStatus
@@ -56,6 +64,8 @@ from pgqueue.schedules import Schedule, schedule_of
 from pgqueue.startup import prepare_database
 from pgqueue.store import DebouncedDispatch, JobStatsRow, PartitionStatus, RegisteredWorker, Throughput, UniqueDispatch
 from pgqueue.worker import Worker, WorkerOptions, WorkerStats
+from pgqueue.workflow_job import WorkflowFactory, WorkflowJob, workflow
+from pgqueue.workflows import WorkflowContext
 
 __version__ = "0.1.0"
 
@@ -103,6 +113,14 @@ __all__ = [
     "Worker",
     "WorkerOptions",
     "WorkerStats",
+    "WorkflowChildError",
+    "WorkflowContext",
+    "WorkflowDeterminismError",
+    "WorkflowError",
+    "WorkflowFactory",
+    "WorkflowJob",
+    "WorkflowStepError",
+    "WorkflowTimeout",
     "default_client",
     "format_rate",
     "job",
@@ -114,4 +132,5 @@ __all__ = [
     "registered_jobs",
     "schedule_of",
     "set_default_client",
+    "workflow",
 ]

@@ -41,6 +41,7 @@ from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
 from pgqueue.worker.options import WorkerKeywords, WorkerOptions
+from pgqueue.workflow_client import WorkflowOperations
 
 if TYPE_CHECKING:
     from pgqueue.testing.inline import InlineRunner
@@ -50,7 +51,7 @@ __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_defaul
 logger = logging.getLogger("pgqueue")
 
 
-class Client(ClientOperations, Composition, DebouncedDispatching):
+class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperations):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides

@@ -95,7 +95,8 @@ def _layout(job_type: type[Job], connection: ConnectionConfig, queue: str | None
             priority: int | None) -> _Layout:
     chosen_queue, chosen_priority, tries, timeout, backoff = _fixed_settings(job_type, connection, queue, priority)
     dumps = dumps_json
-    middle = f'","name":{dumps(job_type.name)},"args":'
+    marker = "" if job_type._workflow_version is None else f',"workflow":{int(job_type._workflow_version)}'
+    middle = f'","name":{dumps(job_type.name)}{marker},"args":'
     tail = (f',"connection":{dumps(connection.name)},"queue":{dumps(chosen_queue)},"priority":{int(chosen_priority)},'
             f'"tries":{int(tries)},"timeout":{dumps(timeout)},"backoff":{dumps(backoff.to_data())},"retry_until":')
     deadline = "null" if job_type.retry_until is Job.retry_until else None
@@ -242,6 +243,8 @@ class Envelope:
     #: Issue 28: the job's partition (``partition=`` of its dispatch, else its job type's
     #: ``partition_by``); None: none. Copied to ``pgqueue.jobs.partition`` by enqueue.
     partition: str | None = None
+    #: Issue 27: the version of the workflow this job runs (``@workflow(version=)``); None: a plain job.
+    workflow: int | None = None
 
     @classmethod
     def build(cls, job: Job, connection: ConnectionConfig, *, queue: str | None = None,
@@ -262,7 +265,8 @@ class Envelope:
             _partition_text(partition, job_type.name)  # refused here, by name, before anything is stored
         return cls(id=new_id(), name=job_type.name, args=args, connection=connection.name,
                    queue=chosen_queue, priority=chosen_priority, tries=tries, timeout=timeout,
-                   backoff=backoff, retry_until=_deadline(job), trace=trace, partition=partition)
+                   backoff=backoff, retry_until=_deadline(job), trace=trace, partition=partition,
+                   workflow=job_type._workflow_version)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON object stored in ``pgqueue.jobs.envelope``."""
@@ -277,6 +281,8 @@ class Envelope:
             data["result_ttl"] = self.result_ttl
         if self.partition is not None:
             data["partition"] = self.partition
+        if self.workflow is not None:
+            data["workflow"] = self.workflow
         return data
 
     def encode(self, max_bytes: int) -> str:
@@ -353,9 +359,13 @@ class Envelope:
         partition = get("partition")
         if partition is not None and type(partition) is not str:
             raise QueuePayloadError(f"envelope 'partition' must be null or a string, got {_kind(partition)}")
+        workflow = get("workflow")
+        if workflow is not None and type(workflow) is not int:
+            raise QueuePayloadError(f"envelope 'workflow' must be null or an integer (a workflow's version), got "
+                                    f"{_kind(workflow)}")
         return cls(id=the_id, name=name, args=args, connection=connection, queue=queue, priority=priority,
                    tries=tries, timeout=timeout, backoff=backoff, retry_until=retry_until, version=version,
-                   trace=trace, result_ttl=kept, partition=partition)
+                   trace=trace, result_ttl=kept, partition=partition, workflow=workflow)
 
 
 def _stored_id(stored_id: object, job_id: uuid.UUID | None) -> uuid.UUID:

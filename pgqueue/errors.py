@@ -79,3 +79,35 @@ class Backpressure(Exception):  # a signal a handler raises, not an error of pgq
     def __init__(self, message: str = "the downstream is overloaded", *, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+# --- issue 27: durable workflows ---
+class WorkflowError(QueueError):
+    """A workflow was used wrongly or cannot go on: a step called outside a workflow or inside another
+    step, a duplicate or bad step name, a step result that is not JSON, a signal to an unknown or
+    finished workflow (or to a job that is not one), a bad signal name or payload."""
+
+
+class WorkflowDeterminismError(WorkflowError):
+    """The workflow's code changed between runs: the step it calls now at a position is not the one
+    recorded there (another name or kind), or it was dispatched at another ``version``. The workflow
+    fails (no retry): results of old and new code are never mixed."""
+
+
+class WorkflowStepError(WorkflowError):
+    """A step of a workflow failed as many times as its ``tries`` allow: the workflow fails, naming the
+    step and its last error."""
+
+
+class WorkflowTimeout(WorkflowError):
+    """``context.wait_for(name, timeout=...)``: the signal did not come in time. Catch it to go on without
+    it; uncaught, it fails the workflow (every replay would time out the same)."""
+
+
+class WorkflowChildError(WorkflowError):
+    """``context.run(job)``: the child job failed or was cancelled; the message carries its failure's
+    reason and message, :attr:`child_id` its id. Uncaught, it fails the workflow."""
+
+    def __init__(self, message: str, child_id: object = None) -> None:
+        super().__init__(message)
+        self.child_id = child_id

@@ -75,9 +75,11 @@ class JobContext:
         "_queue",
         "_token",
         "_transaction_open",
+        "connection_config",
         "result_pending",
         "result_ttl",
         "tries",
+        "workflow_version",
     )
 
     def __init__(self, *, job_id: uuid.UUID, token: int, attempts: int, tries: int, queue: str,  # noqa: PLR0913  # keyword-only: what the worker knows of one attempt
@@ -108,6 +110,10 @@ class JobContext:
         self.result_pending = False
         # When the last progress report was stored (time.monotonic()), for the throttle.
         self._progress_at: float | None = None
+        # Issue 27. Set by the worker: its connection's settings (a workflow's children are dispatched
+        # with them) and the workflow version the job's envelope carries (None: a plain job).
+        self.connection_config: Any = None
+        self.workflow_version: int | None = None
 
     # ------------------------------------------------------------- read-only facts
     @property

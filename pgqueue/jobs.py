@@ -174,6 +174,7 @@ class Job:
     #: Seconds the handler's return value is kept (``pgqueue.job_results``; 0: none). None: a day
     #: when ``handle`` declares a return type other than None, else 0 (see :mod:`pgqueue.results`).
     result_ttl: ClassVar[float | None] = None
+    _workflow_version: ClassVar[int | None] = None  # issue 27: set by @workflow (None: a plain job)
     # The dataclass field names, in order: args() reads them without dataclasses.fields() per call.
     _arg_names: ClassVar[tuple[str, ...]] = ()
     # The args' types as one msgspec struct, built on first use (annotations may name types
@@ -391,8 +392,7 @@ def job(*, name: str | None = None, queue: str | None = None, connection: str | 
             "schedule": schedule,
             "schedule_timezone": schedule_timezone,
             "schedule_args": dict(schedule_args or {}),
-            "schedule_catch_up": schedule_catch_up,
-            "result_ttl": result_ttl,
+            "schedule_catch_up": schedule_catch_up, "result_ttl": result_ttl,
             "_function" if is_async else "_sync_function": staticmethod(function),
             "_wants_context": "context" in signature.parameters,
             **defaults,

@@ -25,12 +25,12 @@ import pytest
 
 # The tables pgqueue installs at head (revision 0003 added the unique keys and the schedules, 0004 the queues,
 # 0005 the history and the completed jobs, 0009 the failed attempts, the results, the workers, the
-# partitions, the dependencies and the batches).
+# partitions, the dependencies and the batches; 0010 the workflows' steps and signals).
 PGQUEUE_TABLES = ["pgqueue.attempt_failures", "pgqueue.batch_members", "pgqueue.batches", "pgqueue.completed_jobs",
                   "pgqueue.dependent_jobs", "pgqueue.failed_jobs", "pgqueue.job_dependencies", "pgqueue.job_results",
                   "pgqueue.job_stats", "pgqueue.jobs", "pgqueue.partitions", "pgqueue.queues",
                   "pgqueue.schedule_ticks", "pgqueue.schedules",
-                  "pgqueue.unique_keys", "pgqueue.workers"]
+                  "pgqueue.unique_keys", "pgqueue.workers", "pgqueue.workflow_signals", "pgqueue.workflow_steps"]
 
 pytestmark = pytest.mark.slow
 

@@ -290,7 +290,7 @@ def test_the_worker_module_is_lifecycle_only() -> None:
 # the package. A module over the bar is a sign that a domain needs splitting again.
 STORE_MODULES = {"__init__", "pooled", "errors", "sessions", "dispatch", "schedules", "reservation", "failed",
                  "control", "maintenance", "history", "dashboard", "migrations", "testing", "workers", "results",
-                 "dependencies"}
+                 "dependencies", "workflows"}
 STORE_MODULE_LINES = 400
 STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
                "ScheduleRow", "QueueStats", "QueueControl", "CancelOutcome", "TableStatistics", "JobStatsRow",
@@ -301,7 +301,7 @@ STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATT
                "alembic_user_versions_delete", "alembic_user_versions_insert", "pgqueue_schema_exists",
                "DispatchedJob", "dispatched_jobs_on_sync", "FailureSearch", "JobSearch", "RegisteredWorker",
                "WorkerIdentity", "DebouncedDispatch", "PartitionStatus", "Wait", "BatchLink", "Link",
-               "BatchState"}
+               "BatchState", "WorkflowStep"}
 
 
 def test_the_store_is_a_package_of_small_domain_modules() -> None:
@@ -323,7 +323,8 @@ def test_the_store_package_exports_what_callers_import() -> None:
     domains = {base.__module__ for base in store.Store.__mro__[1:] if base.__module__.startswith("pgqueue.store.")}
     assert domains == {f"pgqueue.store.{m}" for m in ("dispatch", "schedules", "reservation", "failed", "control",
                                                        "maintenance", "history", "dashboard", "testing",
-                                                       "workers", "results", "dependencies", "pooled")}
+                                                       "workers", "results", "dependencies", "workflows",
+                                                       "pooled")}
 
 
 def test_every_store_module_is_described_in_the_readme() -> None:

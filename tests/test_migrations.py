@@ -246,7 +246,8 @@ def test_pgqueue_upgrades_as_a_branch_of_the_users_alembic_tree(user_project: Pa
                                   "pgqueue.job_dependencies", "pgqueue.job_results", "pgqueue.job_stats",
                                   "pgqueue.jobs", "pgqueue.partitions", "pgqueue.queues", "pgqueue.schedule_ticks",
                                   "pgqueue.schedules",
-                                  "pgqueue.unique_keys", "pgqueue.workers", "public.alembic_version", "public.orders"]
+                                  "pgqueue.unique_keys", "pgqueue.workers", "pgqueue.workflow_signals",
+                                  "pgqueue.workflow_steps", "public.alembic_version", "public.orders"]
     # One history, the application's: pgqueue's revision is recorded next to the user's.
     assert _version(empty_dsn, "alembic_version") == ["app_0001", HEAD]
     assert _functions(empty_dsn) == FUNCTIONS

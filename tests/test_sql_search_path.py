@@ -383,9 +383,31 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
         _call_debounce(conn, call)
         _call_adaptive(conn, call)
         _call_partition_functions(conn, call)
+        _call_workflow_functions(conn, call)
         executed = {r["funcname"] for r in rows(conn, "select funcname from pg_stat_xact_user_functions"
                                                       " where schemaname = 'pgqueue' and calls > 0")}
     return warnings, executed, errors
+
+
+def _call_workflow_functions(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
+    """Revision 0010 (issue 27): a workflow's checkpoint, a failed step, a sleep and a signal wait
+    (parked, then signalled), a child dispatched and awaited, its steps read, the pruning."""
+    if not scalar(conn, "select to_regprocedure('pgqueue.signal(uuid, text, jsonb)') is not null"):
+        return
+    flow = envelope("wf") | {"workflow": 1}
+    call("select pgqueue.enqueue(%s, 0)", (Jsonb(flow),))
+    [held] = call("select * from pgqueue.reserve(array['wf'], 1, 60)")
+    job, token = held["id"], held["token"]
+    call("select pgqueue.workflow_checkpoint(%s, %s, 1, 'a', 'step', '1', 0.5)", (job, token))
+    call("select pgqueue.workflow_step_failed(%s, %s, 2, 'b', 'E: boom', 3, 0)", (job, token))
+    [held] = call("select * from pgqueue.reserve(array['wf'], 1, 60)")
+    call("select * from pgqueue.workflow_wait(%s, %s, 3, 'w', 'signal', 'go', null)", (job, held["token"]))
+    call("select pgqueue.signal(%s, 'go', '{\"ok\": true}')", (job,))
+    call("select pgqueue.signal(%s, '', null)", (job,), refused=True)
+    [held] = call("select * from pgqueue.reserve(array['wf'], 1, 60)")
+    call("select * from pgqueue.workflow_child(%s, %s, 4, 'c', %s, 0)", (job, held["token"], Jsonb(envelope("wf"))))
+    call("select * from pgqueue.workflow_steps_of(%s)", (job,))
+    call("select pgqueue.prune_workflows(100)")
 
 
 def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:

@@ -22,6 +22,14 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0010.sql".
 UPGRADE = (
     "revisions/0010/upgrade.sql",
+    # issue 27: durable workflows
+    "functions/workflow_checkpoint/0010.sql",
+    "functions/workflow_step_failed/0010.sql",
+    "functions/workflow_wait/0010.sql",
+    "functions/workflow_child/0010.sql",
+    "functions/workflow_steps_of/0010.sql",
+    "functions/signal/0010.sql",
+    "functions/prune_workflows/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision

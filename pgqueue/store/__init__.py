@@ -20,6 +20,7 @@ domain, each in its module:
 - :mod:`~pgqueue.store.results`: results kept, every failed attempt kept, a job's state, progress;
 - :mod:`~pgqueue.store.dependencies`: jobs enqueued with what they wait for (parents, a batch),
   their parents' results, a batch's progress and members, a job's family;
+- :mod:`~pgqueue.store.workflows`: workflows' checkpoints, durable waits, children and signals (issue 27);
 - :mod:`~pgqueue.store.control`: queue controls and status;
 - :mod:`~pgqueue.store.maintenance`: table statistics, VACUUM, pruning;
 - :mod:`~pgqueue.store.history`: ``pgqueue.job_stats`` read as rows, windows and buckets;
@@ -82,11 +83,12 @@ from pgqueue.store.results import ResultStatements
 from pgqueue.store.schedules import ScheduleRow, ScheduleState, ScheduleStatements
 from pgqueue.store.testing import DispatchedJob, TestingStatements, dispatched_jobs_on_sync
 from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatements
+from pgqueue.store.workflows import WorkflowStatements, WorkflowStep
 
 
 class Store(DispatchStatements, ScheduleStatements, ReservationStatements, FailedStatements, ControlStatements,
             MaintenanceStatements, HistoryStatements, DashboardStatements, TestingStatements,
-            WorkerStatements, ResultStatements, DependencyStatements):
+            WorkerStatements, ResultStatements, DependencyStatements, WorkflowStatements):
     """Typed access to pgqueue's tables through one connection pool (autocommit connections)."""
 
     __slots__ = ("_pool",)
@@ -124,6 +126,7 @@ __all__ = [
     "UniqueDispatch",
     "Wait",
     "WorkerIdentity",
+    "WorkflowStep",
     "ack_in_transaction",
     "ack_in_transaction_sync",
     "alembic_own_versions",

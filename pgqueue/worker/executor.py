@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from pgqueue.config import ConnectionConfig
 from pgqueue.context import SyncJobContext
 from pgqueue.envelope import Envelope
 from pgqueue.errors import Backpressure, QueueError, QueueLeaseError, QueuePayloadError, QueueResultError
@@ -60,8 +61,10 @@ class Executor:
     def __init__(self, store: Store, completer: Completer, outcomes: Outcomes, *, lease_margin: float,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
                  timeout_cap: float | None, scope: Scope | None, heartbeat: Heartbeat | None,
                  threads: int, cancellations: Cancellations | None = None,
-                 instruments: Instruments | None = None) -> None:
+                 instruments: Instruments | None = None, config: ConnectionConfig | None = None) -> None:
         self._store = store
+        #: The connection's settings (issue 27: a workflow's children are dispatched with them).
+        self.config = config
         #: What each execution reports (metrics: its start and run time); the default does nothing.
         self.instruments = instruments or Instruments()
         #: The running handlers by job id, so a cancellation (``pgqueue.cancel``) finds its handler.
@@ -115,6 +118,7 @@ class Executor:
                              - (time.monotonic() - started),
                              decisions=self._decisions, name=envelope.name)
         context._pool = self._store.pool  # context.transaction() commits on it
+        context.connection_config, context.workflow_version = self.config, envelope.workflow  # issue 27
         context.result_ttl = result_ttl(type(job), envelope)  # 0 for a job that keeps no result
         if self.cancellations is not None:
             self.cancellations.hold(context)

@@ -93,7 +93,7 @@ class Worker:
         self.executor = Executor(self.store, self.completer, self.outcomes, lease_margin=config.lease_margin,
                                  timeout_cap=options.timeout, scope=options.scope, heartbeat=self.heartbeat,
                                  threads=options.threads or min(self.concurrency, 32),
-                                 cancellations=self.cancellations, instruments=self.instruments)
+                                 cancellations=self.cancellations, instruments=self.instruments, config=config)
         #: The periodic-job scheduler (issue 13): enqueues the due ticks of these schedules.
         self.scheduler = self._scheduler(options.schedules)
         self.fetcher = Fetcher(self.store, self.completer, self.executor, self.stats, queues=self.queues,

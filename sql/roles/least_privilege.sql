@@ -206,6 +206,21 @@ alter function pgqueue.batch_results(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.job_family(uuid)
     security definer set search_path = pg_catalog, pg_temp;
+-- issue 27: durable workflows
+alter function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.workflow_step_failed(uuid, bigint, integer, text, text, integer, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.workflow_wait(uuid, bigint, integer, text, text, text, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.workflow_child(uuid, bigint, integer, text, jsonb, double precision)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.workflow_steps_of(uuid)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.signal(uuid, text, jsonb)
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.prune_workflows(integer)
+    security definer set search_path = pg_catalog, pg_temp;
 
 grant usage on schema pgqueue to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 
@@ -237,6 +252,20 @@ grant execute on function pgqueue.parent_results(uuid), pgqueue.batch_state(uuid
 to pgqueue_producer, pgqueue_worker, pgqueue_operator;
 grant select on pgqueue.job_dependencies, pgqueue.dependent_jobs, pgqueue.batches, pgqueue.batch_members
 to pgqueue_operator;
+
+-- issue 27: durable workflows. A worker runs their steps (fenced by the token, like an ack; a child
+-- is dispatched through the fenced pgqueue.workflow_child only); whoever dispatches may signal a
+-- workflow and read its steps; operators read the tables and the view too.
+grant execute on function
+    pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision),
+    pgqueue.workflow_step_failed(uuid, bigint, integer, text, text, integer, double precision),
+    pgqueue.workflow_wait(uuid, bigint, integer, text, text, text, double precision),
+    pgqueue.workflow_child(uuid, bigint, integer, text, jsonb, double precision),
+    pgqueue.prune_workflows(integer)
+to pgqueue_worker;
+grant execute on function pgqueue.workflow_steps_of(uuid) to pgqueue_producer, pgqueue_worker, pgqueue_operator;
+grant execute on function pgqueue.signal(uuid, text, jsonb) to pgqueue_producer, pgqueue_worker, pgqueue_operator;
+grant select on pgqueue.workflow_steps, pgqueue.workflow_signals, pgqueue.workflows to pgqueue_operator;
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),

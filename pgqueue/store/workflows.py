@@ -1,0 +1,120 @@
+"""Workflows (issue 27): a workflow's checkpoints (``pgqueue.workflow_steps``), each written by a fenced
+stored function of the reservation's holder, its durable waits, its children, the signals sent to it,
+and what operators read (``pgqueue.workflows``)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from pgqueue.errors import WorkflowError
+from pgqueue.resources import query
+from pgqueue.store.errors import storage_errors
+from pgqueue.store.pooled import Pooled, first
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStep:
+    """One checkpoint of a workflow, as ``pgqueue.workflow_steps_of`` returns it (``result``: JSON text)."""
+
+    seq: int
+    name: str
+    kind: str
+    state: str
+    result: str | None
+    error: str | None
+    attempts: int
+    started_at: datetime
+    ended_at: datetime | None
+    wake_at: datetime | None
+    signal: str | None
+    child_id: uuid.UUID | None
+
+
+class WorkflowStatements(Pooled):
+    """A workflow's checkpoints, waits, children and signals."""
+
+    __slots__ = ()
+
+    async def workflow_steps(self, job_id: uuid.UUID) -> list[WorkflowStep]:
+        """The workflow's checkpoints in seq order (none for a workflow that has not reached a step)."""
+        return await self._objects("workflow_steps_of", WorkflowStep, (job_id,))
+
+    async def workflow_checkpoint(self, job_id: uuid.UUID, token: int, seq: int, name: str, result: str,
+                                  seconds: float) -> str:
+        """Record a step's result (JSON text): ``recorded``, ``not_yours`` (the fence refused) or ``conflict``."""
+        return str(await self._value("workflow_checkpoint", (job_id, token, seq, name, "step", result, seconds)))
+
+    @staticmethod
+    async def workflow_checkpoint_in_transaction(conn: psycopg.AsyncConnection[Any], began: str,
+                                                 job_id: uuid.UUID, token: int, seq: int, name: str,
+                                                 seconds: float) -> str | None:
+        """``context.transaction(name)``'s checkpoint on the block's connection, in its transaction; None
+        when that transaction is no longer the one the block began (the handler ended it)."""
+        params = (began, job_id, token, seq, name, seconds)
+        cur = await conn.execute(query("workflow_checkpoint_in_transaction"), params)
+        answer = first(await cur.fetchone())
+        return None if answer is None else str(answer)
+
+    async def workflow_step_failed(self, job_id: uuid.UUID, token: int, seq: int, name: str,
+                                   error: str, tries: int, delay: float) -> str:
+        """Count a step's failed run: ``retrying`` (parked for ``delay``), ``exhausted``, ``not_yours`` or
+        ``conflict``."""
+        return str(await self._value("workflow_step_failed", (job_id, token, seq, name, error, tries, delay)))
+
+    async def workflow_wait(self, job_id: uuid.UUID, token: int, seq: int, name: str,
+                            kind: str, signal: str | None, seconds: float | None) -> tuple[str, str | None]:
+        """A sleep or a signal wait: (``done`` | ``timed_out`` | ``parked`` | ``not_yours`` | ``conflict``,
+        the consumed signal's payload as JSON text)."""
+        row = await self._row("workflow_wait", (job_id, token, seq, name, kind, signal, seconds))
+        assert row is not None, "pgqueue.workflow_wait returns one row"
+        return str(row[0]), row[1]
+
+    async def workflow_child(self, job_id: uuid.UUID, token: int, seq: int, name: str,
+                             envelope: str | None, delay: float) -> tuple[str, uuid.UUID | None, str | None,
+                                                                          str | None]:
+        """A child job dispatched once and awaited: (``parked`` | ``succeeded`` | ``failed`` | ``not_yours``
+        | ``conflict``, the child's id, its result as JSON text, its failure)."""
+        row = await self._row("workflow_child", (job_id, token, seq, name, envelope, delay))
+        assert row is not None, "pgqueue.workflow_child returns one row"
+        return str(row[0]), row[1], row[2], row[3]
+
+    async def signal(self, job_id: uuid.UUID, name: str, payload: str | None) -> str:
+        """Send a signal (payload: JSON text or None): ``delivered`` or ``woken``. A signal the database
+        refuses (unknown or finished workflow, not a workflow, a bad name) raises WorkflowError."""
+        with storage_errors(f"sending signal {name!r} to workflow {job_id}"):
+            async with self._pool.connection() as conn:
+                return await self.signal_on(conn, job_id, name, payload)
+
+    @staticmethod
+    async def signal_on(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, name: str,
+                        payload: str | None) -> str:
+        """:meth:`signal` on the caller's connection, inside its transaction."""
+        try:
+            cur = await conn.execute(query("signal"), (job_id, name, payload))
+        except pg_errors.InvalidParameterValue as exc:
+            raise WorkflowError((exc.diag.message_primary or str(exc)).removeprefix("pgqueue.signal: ")) from None
+        return str(first(await cur.fetchone()))
+
+    @staticmethod
+    def signal_sync(conn: psycopg.Connection[Any], job_id: uuid.UUID, name: str, payload: str | None) -> str:
+        """:meth:`signal_on` on a blocking connection."""
+        try:
+            cur = conn.execute(query("signal"), (job_id, name, payload))
+        except pg_errors.InvalidParameterValue as exc:
+            raise WorkflowError((exc.diag.message_primary or str(exc)).removeprefix("pgqueue.signal: ")) from None
+        return str(first(cur.fetchone()))
+
+    async def workflows(self, state: str | None, limit: int) -> list[dict[str, Any]]:
+        """Live workflows (``pgqueue.workflows``), oldest first, optionally of one state."""
+        with storage_errors("listing workflows"):
+            return await self._dicts("workflows_list", {"state": state, "limit": limit})
+
+    async def prune_workflows(self, batch: int) -> int:
+        """Delete the checkpoints and signals of at most ``batch`` workflows that are gone; how many."""
+        return int(await self._value("prune_workflows", (batch,)) or 0)

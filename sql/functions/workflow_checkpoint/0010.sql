@@ -1,0 +1,41 @@
+-- issue 27: pgqueue.workflow_checkpoint(id, token, seq, name, kind, result, seconds) -> 'recorded' | 'not_yours' | 'conflict'
+-- Records that the seq-th step of a workflow succeeded with p_result (JSON), fenced by the job's
+-- token like an ack: only the holder of the current reservation records ('not_yours' else, nothing
+-- changed). The job's row stays locked until the caller's transaction ends, so a checkpoint written
+-- inside context.transaction() commits with the block's writes, or neither does, and no other
+-- worker can take the job over in between. 'conflict': another step holds that seq or that name
+-- (the code changed between runs), or the step already succeeded; nothing changed. p_seconds: how
+-- long the step ran (its started_at is that long before now; null: now).
+-- From psql:  select pgqueue.workflow_checkpoint('<job id>', <token>, 1, 'charge', 'step', '{"ok": true}', 0.2);
+create or replace function pgqueue.workflow_checkpoint(p_id uuid, p_token bigint, p_seq integer, p_name text,
+                                                       p_kind text, p_result jsonb,
+                                                       p_seconds double precision)
+returns text
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_kind is null or p_kind not in ('step', 'transaction') then
+        raise exception 'pgqueue.workflow_checkpoint: kind must be step or transaction, got %', coalesce(p_kind, 'null')
+            using errcode = '22023';
+    end if;
+    perform 1 from pgqueue.jobs j where j.id = p_id and j.token = p_token for update;
+    if not found then
+        return 'not_yours';
+    end if;
+    insert into pgqueue.workflow_steps as s (job_id, seq, name, kind, state, result, attempts, started_at, ended_at)
+    values (p_id, p_seq, p_name, p_kind, 'succeeded', p_result, 1,
+            clock_timestamp() - make_interval(secs => coalesce(least(greatest(p_seconds, 0), 315360000), 0)),
+            clock_timestamp())
+    on conflict (job_id, seq) do update
+        set state = 'succeeded', result = excluded.result, error = null, attempts = s.attempts + 1,
+            ended_at = excluded.ended_at
+        where s.name = excluded.name and s.kind = excluded.kind and s.state <> 'succeeded';
+    return case when found then 'recorded' else 'conflict' end;
+exception when unique_violation then
+    return 'conflict';
+end
+$$;
+
+comment on function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision) is
+    'pgqueue: record a workflow step''s result, fenced by the job''s token (issue 27).';

@@ -1,0 +1,106 @@
+"""Workflows for the workflow tests (tests/test_workflows*.py), steered through :data:`CALLS` and
+:data:`EVENTS` (each test clears what it uses): what each step's function did, and events a test awaits.
+
+Workers in subprocesses can run them too (``--app tests.workflow_jobs``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from pgqueue import Job, JobContext, WorkflowContext, WorkflowTimeout, workflow
+
+#: How many times each (test key, step) function ran in this process.
+CALLS: Counter[str] = Counter()
+#: Events the workflows set (test key -> event), created by the tests.
+EVENTS: dict[str, asyncio.Event] = {}
+#: Failures still to raise per (key, step): a step's function raises while its count is above 0.
+FAILURES: Counter[str] = Counter()
+
+
+def _ran(key: str, step: str) -> None:
+    CALLS[f"{key}:{step}"] += 1
+    if FAILURES[f"{key}:{step}"] > 0:
+        FAILURES[f"{key}:{step}"] -= 1
+        raise RuntimeError(f"{step} failed on purpose")
+
+
+async def charge(key: str, amount: int) -> dict[str, Any]:
+    _ran(key, "charge")
+    return {"charged": amount}
+
+
+def label(key: str) -> str:  # sync: run in a thread
+    _ran(key, "label")
+    return f"label-{key}"
+
+
+def _set(key: str) -> None:
+    event = EVENTS.get(key)
+    if event is not None:
+        event.set()
+
+
+@workflow(queue="wf", tries=3)
+async def two_steps(context: WorkflowContext, key: str, amount: int = 5) -> dict[str, Any]:
+    """charge (async), then label (sync, in a thread): both results kept."""
+    charged = await context.step("charge", charge, key, amount, backoff=0)
+    shipped = await context.step("label", label, key, backoff=0)
+    return {"charged": charged, "label": shipped}
+
+
+@workflow(queue="wf")
+async def sleeper(context: WorkflowContext, key: str, seconds: float) -> str:
+    await context.step("before", charge, key, 1)
+    _set(f"{key}:asleep")
+    await context.sleep(timedelta(seconds=seconds))
+    _set(f"{key}:awake")
+    return "rested"
+
+
+@workflow(queue="wf")
+async def approval(context: WorkflowContext, key: str, within: float | None = None) -> Any:
+    await context.step("ask", charge, key, 1)
+    _set(f"{key}:waiting")
+    try:
+        return await context.wait_for("approved", timeout=within)
+    except WorkflowTimeout:
+        return "timed out"
+
+
+class Ship(Job):
+    """A child job: counts its runs, returns a label."""
+
+    name = "tests.workflows:ship"
+    queue = "wf"
+    key: str
+    fail: bool = False
+
+    async def handle(self, context: JobContext) -> str:
+        CALLS[f"{self.key}:ship"] += 1
+        if self.fail:
+            raise RuntimeError("no courier")
+        return f"shipped-{self.key}"
+
+
+Ship.tries = 1
+
+
+@workflow(queue="wf")
+async def parent(context: WorkflowContext, key: str, fail: bool = False) -> str:
+    shipped = await context.run(Ship(key=key, fail=fail), name="ship")
+    return f"got {shipped}"
+
+
+EFFECTS_DDL = "create table if not exists wf_effects (key text not null, step text not null)"
+
+
+@workflow(queue="wf", tries=3)
+async def transfer(context: WorkflowContext, key: str) -> int:
+    """One effect row written in the step's own transaction, then a step that may fail (a replay)."""
+    async with context.transaction("debit") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'debit')", (key,))
+    await context.step("notify", charge, key, 1, backoff=0)
+    return 1
