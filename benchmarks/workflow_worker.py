@@ -45,6 +45,7 @@ from typing import Any
 import psycopg
 
 from benchmarks.common import asyncpg_dsn, sql
+from pgqueue import WorkflowContext  # the workflows' annotations are evaluated in this module's globals
 
 QUEUE = "bench"  # five and signalled
 SLEEP_QUEUE = "bench_sleep"  # sleepers: DBOS counts a sleeping workflow against its queue's concurrency
@@ -186,7 +187,7 @@ def pgqueue_workflows() -> dict[str, Any]:
     """pgqueue's benchmark workflows (defined once; the harness's client imports them to dispatch)."""
     if _PGQUEUE_FLOWS:
         return _PGQUEUE_FLOWS
-    from pgqueue import WorkflowContext, workflow
+    from pgqueue import workflow
 
     effect_statement = sql("workflow_effect")
 

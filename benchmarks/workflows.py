@@ -470,8 +470,11 @@ async def sleeping(admin_dsn: str, system: str, sizes: WorkflowSizes) -> dict[st
             while held != previous:
                 await asyncio.sleep(1.0)
                 held, previous = await db.value(f"workflow_{system}_held"), held
+            connections = await db.connections()
             asleep = {"threads": threads_of(worker.pid), "rss_mib": rss_mib(worker.pid),
-                      "connections": sum((await db.connections()).values()), "slots": int(held)}
+                      "connections": sum(connections.values()), "slots": int(held),
+                      # Running a statement or inside a transaction: what a sleeper would hold.
+                      "connections_busy": sum(n for state, n in connections.items() if state != "idle")}
             states = await db.states()
         finally:
             await worker.stop()
@@ -685,18 +688,20 @@ def _sleep_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
     if sl:
         lines += [f"**Sleeping workflows** ({sizes['sleepers']} workflows in a durable sleep of an hour; the "
                   "worker's OS threads (`/proc/<pid>/task`), resident memory and connections "
-                  "(`pg_stat_activity`) idle and with them asleep; slots: workflows the worker holds (DBOS: "
+                  "(`pg_stat_activity`: all, then those not idle, i.e. running a statement or in a transaction; "
+                  "the rest are the pools' idle connections) idle and with them asleep; slots: workflows the "
+                  "worker holds (DBOS: "
                   "PENDING, counted against their queue's concurrency, so its sleepers' queue has no limit; "
                   "pgqueue: jobs reserved)):", "",
                   "| system | threads idle -> asleep | RSS MiB idle -> asleep | connections idle -> asleep | "
-                  "slots held | load |", "|---|---|---|---|---|---|"]
+                  "of which busy (not idle) | slots held | load |", "|---|---|---|---|---|---|---|"]
         for system in sizes["systems"]:
             if system in sl:
                 s = sl[system]
                 i, a = s["idle"], s["asleep"]
                 lines.append(f"| {LABELS[system]} | {i['threads']} -> **{a['threads']}** | {i['rss_mib']:.0f} -> "
-                             f"{a['rss_mib']:.0f} | {i['connections']} -> **{a['connections']}** | "
-                             f"**{a['slots']}** | {s['load']:.1f} |")
+                             f"{a['rss_mib']:.0f} | {i['connections']} -> {a['connections']} | "
+                             f"**{a.get('connections_busy', '-')}** | **{a['slots']}** | {s['load']:.1f} |")
         lines.append("")
     return lines
 
