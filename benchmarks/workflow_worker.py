@@ -18,10 +18,10 @@ The same workflows in both systems (the harness checks the effects table afterwa
 - **five**: five steps, each one insert into ``bench_effects`` in the step's own transaction
   (DBOS: a ``SQLAlchemyDatasource.transaction`` step, whose checkpoint commits with the insert;
   pgqueue: ``context.transaction(step)``);
-- **signalled**: a step that prints ``waiting SEQ``, a wait for the signal ``approved``, then a
+- **signalled**: a step that prints ``waiting SEQ MONOTONIC``, a wait for the signal ``approved``, then a
   step that prints ``resumed SEQ MONOTONIC`` (when the step after the wait starts running);
-- **sleeper**: a step that prints ``asleep SEQ``, a durable sleep of ``--sleep`` seconds, then
-  one effect.
+- **sleeper**: a step that prints ``asleep SEQ MONOTONIC``, a durable sleep of the seconds it is
+  given, a step that prints ``resumed SEQ MONOTONIC``, then one effect.
 
 Events go to stdout one a line (``ready``, ``waiting``, ``resumed``, ``asleep``, and a final
 ``result JSON``). ``time.monotonic()`` is CLOCK_MONOTONIC, one clock for every process of the
@@ -99,7 +99,7 @@ def dbos_define(dsn: str) -> tuple[Any, dict[str, Callable[..., Any]]]:
 
     @DBOS.step(name="announce")
     def announce(seq: int, what: str) -> None:
-        emit(f"{what} {seq}")
+        emit(f"{what} {seq} {time.monotonic()!r}")
 
     @DBOS.step(name="resumed")
     def resumed(seq: int) -> None:
@@ -124,6 +124,7 @@ def dbos_define(dsn: str) -> tuple[Any, dict[str, Callable[..., Any]]]:
     def sleeper(seq: int, seconds: float) -> int:
         announce(seq, "asleep")
         DBOS.sleep(seconds)
+        resumed(seq)
         effect(seq, 0)
         return seq
 
@@ -192,7 +193,7 @@ def pgqueue_workflows() -> dict[str, Any]:
     effect_statement = sql("workflow_effect")
 
     def announce(seq: int, what: str) -> None:
-        emit(f"{what} {seq}")
+        emit(f"{what} {seq} {time.monotonic()!r}")
 
     def resumed(seq: int) -> None:
         emit(f"resumed {seq} {time.monotonic()!r}")
@@ -218,6 +219,7 @@ def pgqueue_workflows() -> dict[str, Any]:
     async def sleeper(context: WorkflowContext, seq: int, seconds: float) -> int:
         await context.step("announce", announce, seq, "asleep")
         await context.sleep(timedelta(seconds=seconds))
+        await context.step("resumed", resumed, seq)
         async with context.transaction("effect-0") as conn:
             await conn.execute(effect_statement, (seq, 0))
         return seq

@@ -81,13 +81,16 @@ class WorkflowSizes:
     signal_runs: int = 1
     sleepers: int = 500
     sleep_seconds: float = 3600.0
+    wakes: int = 50  # short sleeps whose wake-up lateness is measured
+    wake_seconds: float = 2.0
+    wake_gap: float = 0.1
     kill_at: float = 0.4  # share of the effects written when the worker is killed
     systems: tuple[str, ...] = SYSTEMS
-    phases: tuple[str, ...] = ("throughput", "signal", "sleep", "kill")
+    phases: tuple[str, ...] = ("throughput", "signal", "sleep", "wake", "kill")
 
     @classmethod
     def quick(cls) -> WorkflowSizes:
-        return cls(workflows=200, runs=1, signals=20, sleepers=100)
+        return cls(workflows=200, runs=1, signals=20, sleepers=100, wakes=20)
 
 
 # ------------------------------------------------------------------ processes
@@ -481,6 +484,30 @@ async def sleeping(admin_dsn: str, system: str, sizes: WorkflowSizes) -> dict[st
     return {"sleepers": s, "idle": idle, "asleep": asleep, "states": states, "load": os.getloadavg()[0]}
 
 
+async def wake_lateness(admin_dsn: str, system: str, sizes: WorkflowSizes) -> dict[str, Any]:
+    """Workflows asleep for ``wake_seconds``, started ``wake_gap`` apart: how late each one's next step starts."""
+    late: list[float] = []
+    count = sizes.wakes
+    async with installed(admin_dsn, system) as db:
+        worker = await Process(system, db.dsn, "serve", "--concurrency", "10").start()
+        try:
+            await worker.ready()
+            async with Sender(system, db.dsn) as sender:
+                for seq in range(count):
+                    await sender.start("sleeper", seq, sizes.wake_seconds)
+                    await asyncio.sleep(sizes.wake_gap)
+            await worker.until(lambda: len(worker.events.get("resumed", {})) >= count,
+                               60 + count * sizes.wake_gap + sizes.wake_seconds, f"{count} woken")
+            await db_settled(db, count)
+        finally:
+            await worker.stop()
+    for seq, woke in worker.events["resumed"].items():
+        # From the step before the sleep (its start, just before its checkpoint and the sleep's call).
+        late.append(1000 * (woke - worker.events["asleep"][seq] - sizes.wake_seconds))
+    return {"p50_ms": percentile(late, 50), "p99_ms": percentile(late, 99), "max_ms": max(late),
+            "wakes": len(late), "load": os.getloadavg()[0]}
+
+
 async def killed(admin_dsn: str, system: str, sizes: WorkflowSizes) -> dict[str, Any]:
     """N workflows; the worker SIGKILLed at ``kill_at`` of the effects, started again until all finished."""
     n = sizes.workflows
@@ -540,7 +567,8 @@ async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str,
         plan += [("signal", system, functools.partial(signal_latency, admin_dsn, system, sizes), True)
                  for _ in range(sizes.signal_runs) for system in sizes.systems]
     plan += [(phase, system, functools.partial(measure, admin_dsn, system, sizes), False)
-             for phase, measure in (("sleep", sleeping), ("kill", killed)) if phase in sizes.phases
+             for phase, measure in (("sleep", sleeping), ("wake", wake_lateness), ("kill", killed))
+             if phase in sizes.phases
              for system in sizes.systems]
     try:
         for phase, key, measure, repeated in plan:
@@ -619,7 +647,7 @@ def report(results: dict[str, Any]) -> list[str]:
         "per measurement; DBOS sync workflows, queue polling 0.05 s (its default: 1 s). Systems alternate run "
         "by run; median (min-max) of the runs.", "",
     ]
-    for part in (_throughput_lines, _signal_lines, _sleep_lines, _kill_lines):
+    for part in (_throughput_lines, _signal_lines, _sleep_lines, _wake_lines, _kill_lines):
         lines += part(w, sizes)
     if w.get("failures"):
         lines += ["Failed cases: " + "; ".join(w["failures"]), ""]
@@ -702,6 +730,23 @@ def _sleep_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
                 lines.append(f"| {LABELS[system]} | {i['threads']} -> **{a['threads']}** | {i['rss_mib']:.0f} -> "
                              f"{a['rss_mib']:.0f} | {i['connections']} -> {a['connections']} | "
                              f"**{a.get('connections_busy', '-')}** | **{a['slots']}** | {s['load']:.1f} |")
+        lines.append("")
+    return lines
+
+
+def _wake_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    wk = w.get("wake", {})
+    if wk:
+        lines += [f"**Wake-up after a durable sleep** ({sizes.get('wakes', '?')} workflows asleep for "
+                  f"{sizes.get('wake_seconds', '?')} s, started {sizes.get('wake_gap', '?')} s apart; lateness = "
+                  "the start of the step after the sleep - (the start of the step before it + the sleep), ms):", "",
+                  "| system | p50 | p99 | max | load |", "|---|---|---|---|---|"]
+        for system in sizes["systems"]:
+            if system in wk:
+                k = wk[system]
+                lines.append(f"| {LABELS[system]} | **{k['p50_ms']:.1f}** | **{k['p99_ms']:.1f}** | "
+                             f"{k['max_ms']:.1f} | {k['load']:.1f} |")
         lines.append("")
     return lines
 
