@@ -76,7 +76,16 @@ def emit(line: str) -> None:
 
 # ====================================================================== DBOS
 def dbos_url(dsn: str) -> str:
-    """The database as the SQLAlchemy URL DBOS takes (its psycopg 3 driver)."""
+    """The database as the SQLAlchemy URL DBOS takes (its psycopg 3 driver; a Unix socket as ``host=``)."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(dsn)
+    host = str(params.get("host", ""))
+    if host.startswith("/"):
+        return (f"postgresql+psycopg://{quote(str(params.get('user', 'postgres')))}@/"
+                f"{quote(str(params.get('dbname', 'postgres')))}?host={quote(host)}&port={params.get('port', 5432)}")
     return asyncpg_dsn(dsn).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
@@ -237,7 +246,7 @@ async def pgqueue_main(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.to_thread(upgrade, args.dsn)
         return {}
     flows = pgqueue_workflows()
-    async with Client(args.dsn) as client:
+    async with Client(args.dsn, pool_size=args.pool_size) as client:
         if args.mode == "enqueue":
             started = time.perf_counter()
             for seq in range(args.workflows):
@@ -276,6 +285,7 @@ def main() -> int:
     parser.add_argument("mode", choices=("install", "enqueue", "drain", "serve"))
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--workflows", type=int, default=1000, help="enqueue: how many; drain: --expect's default")
+    parser.add_argument("--pool-size", type=int, default=10, help="pgqueue: the client's pool (default 10, its own)")
     parser.add_argument("--expect", type=int, default=None,
                         help="drain: workflow bodies to see return here before asking the database (default N)")
     args = parser.parse_args()

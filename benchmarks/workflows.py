@@ -261,6 +261,7 @@ class Database:
                     if row is not None:
                         figures["database_bytes"] = float(row[0])
                         figures["database_commits"] = float(row[1])
+                        figures["database_fpi_bytes"] = float(row[2])
                 except psycopg.Error as exc:  # e.g. the segments recycled already
                     log.warning("pg_walinspect could not read %s..%s: %s", start, end, exc)
         return figures
@@ -347,6 +348,8 @@ async def throughput(admin_dsn: str, system: str, sizes: WorkflowSizes, concurre
         "rows_written": (after["rows"] - before["rows"]) / n,
         "wal_server_enqueue": wal_enqueue["server_bytes"] / n, "wal_server_drain": wal_drain["server_bytes"] / n,
         "wal_db_enqueue": wal_enqueue["database_bytes"] / n, "wal_db_drain": wal_drain["database_bytes"] / n,
+        "wal_fpi_enqueue": wal_enqueue.get("database_fpi_bytes", float("nan")) / n,
+        "wal_fpi_drain": wal_drain.get("database_fpi_bytes", float("nan")) / n,
         "wal_commits_enqueue": wal_enqueue.get("database_commits", float("nan")) / n,
         "wal_commits_drain": wal_drain.get("database_commits", float("nan")) / n,
         "server_cpu_us": server["server_cpu_us_per_job"],
@@ -519,14 +522,16 @@ async def killed(admin_dsn: str, system: str, sizes: WorkflowSizes) -> dict[str,
             await asyncio.sleep(0.05)
             written = (await db.effects())["rows"]
         await worker.kill()
+        killed_at = time.monotonic()
         at_kill = (await db.effects())["rows"]
         await db.quiet()
         again = await Process(system, db.dsn, "drain", "--workflows", str(n), "--concurrency", "10",
                               "--expect", "0").start()
         await again.wait(600 + n)
+        after_kill = time.monotonic() - killed_at
         effects = await db.effects()
         states = await db.states()
-    return {"effects_at_kill": at_kill, "effects": effects, "states": states,
+    return {"effects_at_kill": at_kill, "effects": effects, "states": states, "seconds_after_kill": after_kill,
             "exactly_once": effects == {"rows": STEPS * n, "distinct": STEPS * n, "twice": 0},
             "load": os.getloadavg()[0]}
 
@@ -541,12 +546,13 @@ def _add(store: dict[str, Any], key: str, figures: dict[str, Any]) -> None:
             store.setdefault(key, {})[name] = value
 
 
-async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str, Any]) -> None:
-    """Every phase, systems interleaved; figures into ``results["workflows"]``."""
+async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str, Any],
+                        key: str = "workflows") -> None:
+    """Every phase, systems interleaved; figures into ``results[key]``."""
     out: dict[str, Any] = {"sizes": dataclasses.asdict(sizes), "load_start": os.getloadavg()[0],
                            "dbos_version": _version("dbos"), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     failures: list[str] = []
-    results["workflows"] = out
+    results[key] = out
 
     async def attempt(label: str, phase: Any) -> dict[str, Any] | None:
         log.info("workflows: %s (load %.1f)", label, os.getloadavg()[0])
@@ -571,14 +577,14 @@ async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str,
              if phase in sizes.phases
              for system in sizes.systems]
     try:
-        for phase, key, measure, repeated in plan:
-            figures = await attempt(f"{phase} {key}", measure())
+        for phase, case, measure, repeated in plan:
+            figures = await attempt(f"{phase} {case}", measure())
             if figures is None:
                 continue
             if repeated:
-                _add(out.setdefault(phase, {}), key, figures)
+                _add(out.setdefault(phase, {}), case, figures)
             else:
-                out.setdefault(phase, {})[key] = figures
+                out.setdefault(phase, {})[case] = figures
     finally:
         for process in STARTED:
             if process.proc is not None and process.proc.returncode is None:
@@ -649,9 +655,83 @@ def report(results: dict[str, Any]) -> list[str]:
     ]
     for part in (_throughput_lines, _signal_lines, _sleep_lines, _wake_lines, _kill_lines):
         lines += part(w, sizes)
+    lines += _statements_lines(results.get("workflows_statements"))
+    lines += _goal_lines(w, sizes)
     if w.get("failures"):
         lines += ["Failed cases: " + "; ".join(w["failures"]), ""]
     return lines
+
+
+def _goal_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
+    """Issue 27's goals against this run's figures."""
+    rows: list[str] = []
+
+    def row(goal: str, ours: str, theirs: str, met: bool | None) -> None:
+        rows.append(f"| {goal} | {ours} | {theirs} | {'-' if met is None else 'yes' if met else '**no**'} |")
+
+    tp = w.get("throughput", {})
+    for concurrency in sizes["concurrency"]:
+        a, b = tp.get(f"pgqueue c{concurrency}"), tp.get(f"dbos c{concurrency}")
+        if a and b:
+            x, y = _med(a["workflows_per_s"]), _med(b["workflows_per_s"])
+            row(f"workflows/s at concurrency {concurrency}: >= 10x DBOS", f"{x:,.1f} ({x / y:.1f}x)",
+                f"{y:,.1f}", x >= 10 * y)
+            wa = _med(a["wal_db_enqueue"]) + _med(a["wal_db_drain"])
+            wb = _med(b["wal_db_enqueue"]) + _med(b["wal_db_drain"])
+            if not (math.isnan(wa) or math.isnan(wb)):
+                row(f"WAL per workflow at concurrency {concurrency}: <= half of DBOS's", f"{wa / 1024:.1f} KB",
+                    f"{wb / 1024:.1f} KB", wa <= wb / 2)
+                fa = wa - _med(a.get("wal_fpi_enqueue")) - _med(a.get("wal_fpi_drain"))
+                fb = wb - _med(b.get("wal_fpi_enqueue")) - _med(b.get("wal_fpi_drain"))
+                if not (math.isnan(fa) or math.isnan(fb)):
+                    row(f"... without full-page images (checkpoint-dependent) at concurrency {concurrency}",
+                        f"{fa / 1024:.1f} KB", f"{fb / 1024:.1f} KB", fa <= fb / 2)
+    sig = w.get("signal", {})
+    if "pgqueue" in sig and "dbos" in sig:
+        x, y = _med(sig["pgqueue"]["p99_ms"]), _med(sig["dbos"]["p99_ms"])
+        row("signal -> resume p99: no worse than DBOS's", f"{x:.1f} ms", f"{y:.1f} ms", x <= y)
+    sl = w.get("sleep", {})
+    if "pgqueue" in sl and "dbos" in sl:
+        a, b = sl["pgqueue"], sl["dbos"]
+        grown = a["asleep"]["threads"] - a["idle"]["threads"]
+        row(f"{sizes['sleepers']} sleeping workflows: no thread, connection or slot each",
+            f"threads +{grown}, busy connections {a['asleep'].get('connections_busy', '?')}, "
+            f"slots {a['asleep']['slots']}",
+            f"threads +{b['asleep']['threads'] - b['idle']['threads']}, busy connections "
+            f"{b['asleep'].get('connections_busy', '?')}, slots {b['asleep']['slots']}",
+            grown < sizes["sleepers"] / 100 and a["asleep"].get("connections_busy") == 0 and a["asleep"]["slots"] == 0)
+    kl = w.get("kill", {})
+    if kl:
+        row("after a SIGKILL mid-run, every effect exactly once", "yes" if kl.get("pgqueue", {}).get("exactly_once")
+            else "no", "yes" if kl.get("dbos", {}).get("exactly_once") else "no",
+            bool(kl.get("pgqueue", {}).get("exactly_once")))
+    if not rows:
+        return []
+    return ["**Issue 27's goals, this run:**", "", "| goal | pgqueue | DBOS Transact | met |", "|---|---|---|---|",
+            *rows, ""]
+
+
+def _statements_lines(st: dict[str, Any] | None) -> list[str]:
+    """Statements per workflow, from the run on a server of the harness's own (``--statements-server``)."""
+    if not st or not st.get("throughput"):
+        return []
+    sizes = st["sizes"]
+    lines = [f"**Statements per workflow** (`{st.get('command', '?')}`: PostgreSQL "
+             f"{st.get('server_version', '?')} started by the harness with `shared_preload_libraries = "
+             "pg_stat_statements`, which the machine's server does not load; top-level statements the clients "
+             "sent, BEGIN and COMMIT included, from `pg_stat_statements.calls`; "
+             f"{sizes['workflows']:,} workflows at concurrency {', '.join(map(str, sizes['concurrency']))}):", "",
+             "| system | concurrency | statements/wf (enqueue + drain) | durable commits/wf | load |",
+             "|---|---|---|---|---|"]
+    for case, c in st["throughput"].items():
+        system, concurrency = case.split(" c")
+        if "statements_drain" not in c:
+            continue
+        total = _med(c["statements_enqueue"]) + _med(c["statements_drain"])
+        durable = _med(c.get("wal_commits_enqueue")) + _med(c.get("wal_commits_drain"))
+        lines.append(f"| {LABELS[system]} | {concurrency} | **{total:.1f}** ({_med(c['statements_enqueue']):.1f} + "
+                     f"{_med(c['statements_drain']):.1f}) | {durable:.1f} | {_m(c['load'], 1)} |")
+    return [*lines, ""]
 
 
 def _throughput_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
@@ -665,9 +745,9 @@ def _throughput_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
                   "blocks and all records of the transactions that wrote them; beside it the server's whole WAL, "
                   "which also counts other sessions' writes on this shared server) and the server's CPU.", "",
                   "| system | concurrency | workflows/s | steps/s | pgqueue / DBOS | durable commits/wf "
-                  "| transactions/wf | WAL/wf (database) | WAL/wf (server) | server CPU µs/wf | threads (peak) "
-                  "| connections (peak) | every effect once | load |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| transactions/wf | WAL/wf (database) | of which full-page images | WAL/wf (server) "
+                  "| server CPU µs/wf | threads (peak) | connections (peak) | every effect once | load |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for concurrency in sizes["concurrency"]:
             for system in sizes["systems"]:
                 c = tp.get(f"{system} c{concurrency}")
@@ -679,11 +759,13 @@ def _throughput_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
                 transactions = sum(_med(c[k]) for k in ("commits_enqueue", "commits_drain", "rollbacks_drain"))
                 wal_db = _med(c["wal_db_enqueue"]) + _med(c["wal_db_drain"])
                 wal_server = _med(c["wal_server_enqueue"]) + _med(c["wal_server_drain"])
+                fpi = _med(c.get("wal_fpi_enqueue")) + _med(c.get("wal_fpi_drain"))
                 lines.append(
                     f"| {LABELS[system]} | {concurrency} | **{_m(c['workflows_per_s'], 1)}** | "
                     f"{_m(c['steps_per_s'])} | {ratio} | **{durable:.1f}** ({_med(c.get('wal_commits_enqueue')):.1f}"
                     f" + {_med(c.get('wal_commits_drain')):.1f}) | {transactions:.1f} | **{wal_db / 1024:.1f} KB** "
-                    f"| {wal_server / 1024:.1f} KB | {_m(c['server_cpu_us'])} | {_m(c['threads_peak'])} | "
+                    f"| {fpi / 1024:.1f} KB | {wal_server / 1024:.1f} KB | {_m(c['server_cpu_us'])} | "
+                    f"{_m(c['threads_peak'])} | "
                     f"{_m(c['connections_peak'])} | "
                     f"{'yes' if c.get('exactly_once') else '**NO** ' + json.dumps(c.get('effects'))} | "
                     f"{_m(c['load'], 1)} |")
@@ -757,13 +839,14 @@ def _kill_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
     if kl:
         lines += [f"**SIGKILL mid-run** ({sizes['workflows']:,} workflows, the worker killed once "
                   f"{int(100 * sizes['kill_at'])}% of the effects were written, then started again):", "",
-                  "| system | effects at the kill | effect rows after | written twice | every effect once |",
-                  "|---|---|---|---|---|"]
+                  "| system | effects at the kill | effect rows after | written twice | every effect once "
+                  "| kill -> all finished (s) |", "|---|---|---|---|---|---|"]
         for system in sizes["systems"]:
             if system in kl:
                 k = kl[system]
                 lines.append(f"| {LABELS[system]} | {k['effects_at_kill']:,} | {k['effects']['rows']:,} | "
-                             f"{k['effects']['twice']} | {'yes' if k['exactly_once'] else '**NO**'} |")
+                             f"{k['effects']['twice']} | {'yes' if k['exactly_once'] else '**NO**'} | "
+                             f"{k.get('seconds_after_kill', float('nan')):.1f} |")
         lines.append("")
     return lines
 
@@ -794,6 +877,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
+async def _on_own_server(sizes: WorkflowSizes, results: dict[str, Any], key: str) -> None:
+    """``run_workflows`` on a PostgreSQL started for it (a temporary data directory, a Unix socket), with
+    pg_stat_statements preloaded; the server is destroyed afterwards."""
+    import tempfile
+
+    from pgqueue.embedded import EmbeddedPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="pgq-wfbench-", dir="/tmp"))
+    server = EmbeddedPostgres(folder, port=random.randint(20000, 40000),
+                              settings={"shared_preload_libraries": "pg_stat_statements", "max_connections": "200"})
+    try:
+        admin = await asyncio.to_thread(server.start)
+        await run_workflows(admin, sizes, results, key)
+        async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+            cur = await conn.execute("show server_version")
+            row = await cur.fetchone()
+            results[key]["server_version"] = str(row[0]) if row else "?"
+    finally:
+        await asyncio.to_thread(server.destroy)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.workflows", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -811,6 +915,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=HERE / "RESULTS.md",
                         help="the section is replaced (or added) in this file")
     parser.add_argument("--no-write", action="store_true", help="print the figures only")
+    parser.add_argument("--statements-server", action="store_true",
+                        help="run the throughput phase on a PostgreSQL this harness starts (pgqueue.embedded) with "
+                             "pg_stat_statements preloaded, for statements per workflow (kept apart: "
+                             "'workflows_statements')")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     log.setLevel(logging.INFO)
@@ -823,18 +931,23 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # asyncio.run cancels the run: its workers are killed, its databases dropped
 
     signal.signal(signal.SIGTERM, interrupted)
-    asyncio.run(run_workflows(args.admin_dsn, sizes, results))
-    results["workflows"]["command"] = "uv run --group bench python -m benchmarks.workflows " + " ".join(
+    key = "workflows_statements" if args.statements_server else "workflows"
+    if args.statements_server:
+        asyncio.run(_on_own_server(sizes, results, key))
+    else:
+        asyncio.run(run_workflows(args.admin_dsn, sizes, results, key))
+    results[key]["command"] = "uv run --group bench python -m benchmarks.workflows " + " ".join(
         sys.argv[1:] if argv is None else argv)
     plain = _plain(results)
-    print("\n".join(report(plain)))
+    results_file = args.output / "results.json"
+    stored = json.loads(results_file.read_text()) if results_file.exists() else {}
+    stored[key] = plain[key]
+    print("\n".join(report(stored if "workflows" in stored else plain)))
     if not args.no_write:
-        results_file = args.output / "results.json"
-        stored = json.loads(results_file.read_text()) if results_file.exists() else {}
-        stored["workflows"] = plain["workflows"]
         args.output.mkdir(parents=True, exist_ok=True)
         results_file.write_text(json.dumps(stored, indent=1, default=str))
-        update_report(args.report, report(plain))
+        if "workflows" in stored:
+            update_report(args.report, report(stored))
     return 0
 
 

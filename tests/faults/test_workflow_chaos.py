@@ -255,3 +255,23 @@ async def test_sleeping_workflows_hold_no_connection_and_no_slot(ledger_dsn: str
     assert int(scalar(ledger_dsn, "select count(*) from workflow_effects")) == 0  # still asleep
     fault_report.add(f"{SLEEPERS} sleeping workflows beside a concurrency-2 worker", 0, check_ledger(
         ledger_dsn, allow_pending=True), sleepers=SLEEPERS, connections=total, leases=held)
+
+
+def test_the_checker_sees_an_effect_written_twice_and_a_try_spent_on_a_live_worker(ledger_dsn: str) -> None:
+    # The verdict above is only as good as its checks: a doubled effect, a missing checkpoint and a
+    # lost reservation that ran on a worker never killed must each be reported.
+    job = uuid.uuid4()
+    with psycopg.connect(ledger_dsn, autocommit=True) as conn:
+        conn.execute(EFFECTS_DDL)
+        for step in (*range(STEPS), STEPS - 1):
+            conn.execute(b"insert into workflow_effects (job_id, n, step, token, worker_pid) values (%s, 0, %s, 2, 1)",
+                         (job, step))
+        conn.execute(b"insert into fault_reservations (job_id, token, attempts) values (%s, 1, 1), (%s, 2, 2)",
+                     (job, job))
+        conn.execute(b"insert into fault_ledger (job_id, attempt, token, worker_pid) values (%s, 1, 1, 41), "
+                     b"(%s, 2, 2, 42)", (job, job))
+        conn.execute(b"insert into fault_acks (job_id, token, attempts, kind) values (%s, 2, 2, 'ack')", (job,))
+    problems = " | ".join(check_workflows(ledger_dsn, 1, killed={42}).problems)
+    assert "more than once" in problems
+    assert "checkpoints" in problems  # none were written
+    assert "on worker 41, which was never killed" in problems
