@@ -171,10 +171,8 @@ class WorkflowContext:
         seq, stored = self._next(name, "step")
         if stored is not None and stored.state == "succeeded":
             return None if stored.result is None else json.loads(stored.result)
-        if stored is not None and stored.state == "failed":
-            raise _Terminated(WorkflowStepError(f"workflow {self.id}: step {name!r} failed {stored.attempts} "
-                                                f"time(s), its tries; last error: {stored.error}"))
-        failures = 0 if stored is None else stored.attempts
+        # A step marked failed runs again (its workflow was retried: retry_failed) with fresh tries.
+        failures = 0 if stored is None or stored.state == "failed" else stored.attempts
         started = time.monotonic()
         self._in_step = True
         try:
@@ -273,8 +271,9 @@ class WorkflowContext:
                                 "WorkflowContext is usable only inside the run of the workflow that received it)")
         if self._in_step:
             raise _Terminated(WorkflowError(f"workflow {self.id}: step {name!r} was called inside another step "
-                                            "(or beside one, in another task): steps run one at a time, in "
-                                            "order; call it from the workflow function after the step returns"))
+                                            "or a transaction block (or beside one, in another task): steps run "
+                                            "one at a time, in order; call it from the workflow function after "
+                                            "the step returns"))
         _checked_name(name, "a step name")
         if name in self._names:
             raise _Terminated(WorkflowError(f"workflow {self.id}: the step name {name!r} is used twice in one "
@@ -403,19 +402,27 @@ class _TransactionBlock:
     async def __aenter__(self) -> Any:
         context = self._context
         self._seq, stored = context._next(self._name, "transaction")  # its own block
+        context._in_step = True  # a step inside the block would not commit with it: refused
         if stored is not None and stored.state == "succeeded":
             self._skipped = True
             return _SkippedConnection()
         pool = context._job._pool  # the pool the worker gave the attempt
-        if pool is None:
-            raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database connection")
-        conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
-        self._conn = conn
-        self._began = await begin_transaction(conn)
+        try:
+            if pool is None:
+                raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
+                                    "connection")
+            conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
+            self._conn = conn
+            self._began = await begin_transaction(conn)
+        except BaseException:
+            context._in_step = False
+            await self._exits.aclose()
+            raise
         self._started = time.monotonic()
         return conn
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> bool:
+        self._context._in_step = False  # its own block
         if self._skipped:
             return kind is None or issubclass(kind, _Skipped)
         conn = self._conn
@@ -428,12 +435,11 @@ class _TransactionBlock:
             job = context._job  # its own block
             try:
                 job._check_block(conn.info.transaction_status)  # the same rule as JobContext's block
-                answer = await Store.workflow_checkpoint_in_transaction(
+                answer = await Store.workflow_commit_checkpoint(
                     conn, self._began, context.id, job.token, self._seq, self._name, time.monotonic() - self._started)
-                if answer is None:
+                if answer == "ended":
                     raise job._ended()  # the handler ended the block's transaction
                 context._answered(answer, self._name, "commit transaction")
-                await conn.commit()
             except BaseException:
                 await _roll_back(conn)
                 raise

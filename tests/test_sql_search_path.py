@@ -399,6 +399,7 @@ def _call_workflow_functions(conn: Conn, call: Callable[..., list[dict[str, obje
     [held] = call("select * from pgqueue.reserve(array['wf'], 1, 60)")
     job, token = held["id"], held["token"]
     call("select pgqueue.workflow_checkpoint(%s, %s, 1, 'a', 'step', '1', 0.5)", (job, token))
+    call("select pgqueue.workflow_checkpoint(%s, %s, 1, 'a', 'step', '1', 0.5, '0')", (job, token), refused=True)
     call("select pgqueue.workflow_step_failed(%s, %s, 2, 'b', 'E: boom', 3, 0)", (job, token))
     [held] = call("select * from pgqueue.reserve(array['wf'], 1, 60)")
     call("select * from pgqueue.workflow_wait(%s, %s, 3, 'w', 'signal', 'go', null)", (job, held["token"]))

@@ -99,3 +99,40 @@ async def test_a_failed_child_fails_the_parent_naming_it(client: Client, runs: R
 
 async def _failed(client: Client, job_id: object) -> bool:
     return any(f.job_id == job_id for f in await (await client.failed()).all())
+
+
+async def test_signals_racing_the_waits_are_never_lost(client: Client, runs: Runs) -> None:
+    # Each signal is sent while its workflow may be running, parking or parked: whichever comes first,
+    # the wait consumes it (the job's row lock orders the signal and the park).
+    for _ in range(2):
+        runs.start(await client.worker(queues=["wf"], concurrency=4))
+    handles = await client.dispatch_many([flows.approval(key=f"race-{n}") for n in range(40)])
+
+    async def send(n: int) -> None:
+        await asyncio.sleep(0.005 * (n % 8))  # spread over the workflows' first attempts
+        assert await client.signal(handles[n], "approved", {"n": n}) in ("woken", "delivered")
+
+    await finish(asyncio.gather(*(send(n) for n in range(40))), "the signals")
+    results = await finish(asyncio.gather(*(h.result(timeout=60) for h in handles)), "the workflows", 90)
+    assert results == [{"n": n} for n in range(40)]
+
+
+async def test_dispatch_many_and_after_work_for_workflows(client: Client, runs: Runs, dsn: str) -> None:
+    first, second = await client.dispatch_many([flows.two_steps(key="many-1"), flows.two_steps(key="many-2")])
+    later = await client.dispatch(flows.two_steps(key="after"), after=[first, second])
+    envelopes = await rows(dsn, "select envelope->'workflow' as version from pgqueue.jobs")
+    assert [e["version"] for e in envelopes] == [1, 1, 1]
+    runs.start(await client.worker(queues=["wf"], concurrency=2))
+    assert (await finish(later.result(timeout=30), "the workflow after the others"))["label"] == "label-after"
+
+
+async def test_drain_runs_a_workflow_until_it_waits_and_again_once_signalled(client: Client) -> None:
+    from pgqueue.testing import drain
+
+    handle = await client.dispatch(flows.approval(key="drained"))
+    [first] = await drain(client, queues=["wf"])
+    assert (first.id, first.outcome) == (handle, "snoozed")  # parked for its signal
+    await client.signal(handle, "approved", "yes")
+    [second] = await drain(client, queues=["wf"])
+    assert (second.id, second.outcome, second.attempt) == (handle, "acked", 1)  # the wait used no try
+    assert await handle.result(timeout=5) == "yes"

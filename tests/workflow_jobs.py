@@ -104,3 +104,61 @@ async def transfer(context: WorkflowContext, key: str) -> int:
         await conn.execute("insert into wf_effects (key, step) values (%s, 'debit')", (key,))
     await context.step("notify", charge, key, 1, backoff=0)
     return 1
+
+
+def not_json(key: str) -> object:
+    _ran(key, "not_json")
+    return {1, 2}  # a set is not JSON
+
+
+@workflow(queue="wf")
+async def bad_result(context: WorkflowContext, key: str) -> None:
+    await context.step("odd", not_json, key)
+
+
+@workflow(queue="wf")
+async def nested(context: WorkflowContext, key: str) -> None:
+    async def inner() -> int:
+        return int(await context.step("inner", charge, key, 1) is not None)
+
+    await context.step("outer", inner)
+
+
+@workflow(queue="wf")
+async def twice(context: WorkflowContext, key: str) -> None:
+    await context.step("same", charge, key, 1)
+    await context.step("same", charge, key, 2)
+
+
+@workflow(queue="wf")
+async def doomed(context: WorkflowContext, key: str) -> None:
+    await context.step("flaky", charge, key, 1, tries=2, backoff=0)
+
+
+@workflow(queue="wf", name="tests.workflows:versioned", version=2)
+async def versioned(context: WorkflowContext, key: str) -> str:
+    await context.step("charge", charge, key, 1)
+    return "v2"
+
+
+@workflow(queue="wf")
+async def patient_parent(context: WorkflowContext, key: str) -> str:
+    """Waits for a child due in an hour."""
+    return str(await context.run(Ship(key=key), name="ship", delay=3600))
+
+
+@workflow(queue="wf")
+async def step_in_block(context: WorkflowContext, key: str) -> None:
+    async with context.transaction("block") as conn:
+        await conn.execute("select 1")
+        await context.step("inside", charge, key, 1)
+
+
+#: Contexts a workflow left behind (for the test of a step called after its attempt).
+KEPT: dict[str, WorkflowContext] = {}
+
+
+@workflow(queue="wf")
+async def leaky(context: WorkflowContext, key: str) -> int:
+    KEPT[key] = context
+    return 1

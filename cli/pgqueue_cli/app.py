@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -32,7 +32,7 @@ import pgqueue
 from pgqueue import limits
 from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
-from pgqueue_cli import observe, partitions, render, supervisor
+from pgqueue_cli import observe, partitions, render, supervisor, workflows
 from pgqueue_cli.dashboard import dashboard_command
 from pgqueue_cli.runtime import (
     EXIT_CONFIG,
@@ -1082,6 +1082,80 @@ def job_wait(
     except pgqueue.JobResultTimeout as exc:
         fail(str(exc))
     typer.echo(json.dumps(value))
+
+
+# ------------------------------------------------------------------ issue 27: workflows
+@app.command("workflow:signal", short_help="Send a signal to a workflow (its wait_for consumes it).")
+@reports_errors
+def workflow_signal(
+    workflow_id: Annotated[str, typer.Argument(metavar="ID", help="The workflow's id (as dispatch returned it).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The signal's name (what context.wait_for awaits).")],
+    payload: Annotated[str | None, typer.Option("--payload", metavar="JSON", help="The signal's payload, JSON.")]
+    = None,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Send signal NAME to a workflow (pgqueue.signal): kept until its wait_for(NAME) consumes it, and
+    the workflow is due at once if it waits for NAME. Prints 'woken' or 'delivered'. An unknown,
+    finished or failed workflow, a job that is no workflow, a bad name or payload: an error, nothing sent."""
+    wanted = _job_id(workflow_id)
+    try:
+        value = None if payload is None else json.loads(payload)
+    except ValueError as exc:
+        fail(f"--payload is not JSON: {exc}; no signal was sent", EXIT_CONFIG)
+    found = target(dsn)
+
+    async def send() -> str:
+        async with found.client() as client:
+            return await client.signal(wanted, name, value)
+
+    typer.echo(asyncio.run(send()))
+
+
+@app.command("workflow:show", short_help="A workflow's steps: state, runs, duration, result or error.")
+@reports_errors
+def workflow_show(
+    workflow_id: Annotated[str, typer.Argument(metavar="ID", help="The workflow's id (as dispatch returned it).")],
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """Show a workflow's checkpoints in order (pgqueue.workflow_steps_of): each step's seq, name, kind
+    (step, transaction, sleep, signal, child), state, runs, duration and result or error; what a
+    waiting step awaits. The workflow's own state and result: job:show ID."""
+    wanted = _job_id(workflow_id)
+    found = target(dsn)
+
+    async def show() -> list[dict[str, Any]]:
+        async with found.client() as client:
+            return await client.workflow_steps(wanted)
+
+    steps = asyncio.run(show())
+    typer.echo(json.dumps(workflows.steps_data(steps), indent=2) if as_json
+               else workflows.steps_text(str(wanted), steps))
+
+
+@app.command("workflow:list", short_help="Live workflows: state, current step, wake time, what each awaits.")
+@reports_errors
+def workflow_list(
+    state: Annotated[str | None, typer.Option(
+        "--state", help="Only this state: waiting, delayed, running, sleeping, waiting_signal, waiting_child.")]
+    = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (oldest first).")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    dsn: Dsn = None,
+    debug: Debug = False,
+) -> None:
+    """List live workflows (the view pgqueue.workflows), oldest first: id, name, state, the step each is
+    at, its wake time and the signal or child job it awaits. Ended workflows: job:show, queue:failed."""
+    found = target(dsn)
+
+    async def listed() -> list[dict[str, Any]]:
+        async with found.client() as client:
+            return await client.workflows(state, limit=limit)
+
+    rows = asyncio.run(listed())
+    typer.echo(json.dumps(workflows.list_data(rows), indent=2) if as_json else workflows.list_text(rows))
 
 
 @app.command("schedule:list", short_help="Periodic jobs: expression, timezone, last and next tick.")

@@ -30,12 +30,15 @@ UPGRADE = (
     "functions/workflow_steps_of/0010.sql",
     "functions/signal/0010.sql",
     "functions/prune_workflows/0010.sql",
+    "functions/cancel/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0010/downgrade.sql",
+    # issue 27: cancel without the workflow's children
+    "functions/cancel/0005.sql",
 )
 
 

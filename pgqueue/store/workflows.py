@@ -36,6 +36,10 @@ class WorkflowStep:
     child_id: uuid.UUID | None
 
 
+#: What pgqueue.workflow_checkpoint raises in a block's transaction, by SQLSTATE.
+_REFUSALS = {"PGQ10": "not_yours", "PGQ11": "conflict", "PGQ12": "ended"}
+
+
 class WorkflowStatements(Pooled):
     """A workflow's checkpoints, waits, children and signals."""
 
@@ -51,15 +55,23 @@ class WorkflowStatements(Pooled):
         return str(await self._value("workflow_checkpoint", (job_id, token, seq, name, "step", result, seconds)))
 
     @staticmethod
-    async def workflow_checkpoint_in_transaction(conn: psycopg.AsyncConnection[Any], began: str,
-                                                 job_id: uuid.UUID, token: int, seq: int, name: str,
-                                                 seconds: float) -> str | None:
-        """``context.transaction(name)``'s checkpoint on the block's connection, in its transaction; None
-        when that transaction is no longer the one the block began (the handler ended it)."""
-        params = (began, job_id, token, seq, name, seconds)
-        cur = await conn.execute(query("workflow_checkpoint_in_transaction"), params)
-        answer = first(await cur.fetchone())
-        return None if answer is None else str(answer)
+    async def workflow_commit_checkpoint(conn: psycopg.AsyncConnection[Any], began: str, job_id: uuid.UUID,
+                                         token: int, seq: int, name: str, seconds: float) -> str:
+        """``context.transaction(name)``'s end: the step's checkpoint and the COMMIT of the block's
+        transaction, sent together (one round trip). ``recorded`` once committed; else ``not_yours``,
+        ``conflict`` or ``ended`` (the handler ended the block's transaction), and nothing committed:
+        the transaction is aborted, the caller rolls it back."""
+        try:
+            async with conn.pipeline():
+                await conn.execute(query("workflow_checkpoint_in_transaction"), (job_id, token, seq, name, seconds,
+                                                                                 began))
+                await conn.execute(b"commit")
+        except psycopg.Error as exc:
+            refusal = _REFUSALS.get(exc.sqlstate or "")
+            if refusal is None:
+                raise
+            return refusal
+        return "recorded"
 
     async def workflow_step_failed(self, job_id: uuid.UUID, token: int, seq: int, name: str,
                                    error: str, tries: int, delay: float) -> str:

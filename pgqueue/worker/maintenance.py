@@ -195,6 +195,9 @@ class Maintenance:
         if results or attempts:
             logger.info("pgqueue: pruned %d expired results and %d failed attempts of jobs that are gone",
                         results, attempts)
+        for _ in range(PRUNE_BATCHES):  # issue 27: the steps and signals of workflows that are gone
+            if await self._store.prune_workflows(PRUNE_BATCH) < PRUNE_BATCH:
+                break
         return results, attempts
 
     async def prune_ticks_and_keys(self) -> tuple[int, int]:

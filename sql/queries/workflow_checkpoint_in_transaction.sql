@@ -1,7 +1,6 @@
--- issue 27: context.transaction(name): the step's checkpoint inside the block's own transaction, and
--- only while that is still the transaction the block began (the id transaction_begin.sql read at
--- its BEGIN); null when it is not (the handler ended it: the caller rolls back). Arguments: the
--- block's transaction id, then those of workflow_checkpoint.sql (kind 'transaction', no result).
-select case when pg_current_xact_id()::text = %s::text
-            then pgqueue.workflow_checkpoint(%s::uuid, %s::bigint, %s::integer, %s::text, 'transaction', null,
-                                             %s::double precision) end
+-- issue 27: context.transaction(name): the step's checkpoint inside the block's own transaction, sent
+-- with the COMMIT in one round trip: any refusal raises (SQLSTATE PGQ10 not_yours, PGQ11 conflict,
+-- PGQ12 the transaction is not the block's any more), so the COMMIT that follows never runs.
+-- Arguments: job id, token, seq, name, the step's run time (seconds), the block's transaction id.
+select pgqueue.workflow_checkpoint(%s::uuid, %s::bigint, %s::integer, %s::text, 'transaction', null,
+                                   %s::double precision, %s::text)

@@ -207,7 +207,7 @@ alter function pgqueue.batch_results(uuid)
 alter function pgqueue.job_family(uuid)
     security definer set search_path = pg_catalog, pg_temp;
 -- issue 27: durable workflows
-alter function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision)
+alter function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision, text)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.workflow_step_failed(uuid, bigint, integer, text, text, integer, double precision)
     security definer set search_path = pg_catalog, pg_temp;
@@ -257,7 +257,7 @@ to pgqueue_operator;
 -- is dispatched through the fenced pgqueue.workflow_child only); whoever dispatches may signal a
 -- workflow and read its steps; operators read the tables and the view too.
 grant execute on function
-    pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision),
+    pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision, text),
     pgqueue.workflow_step_failed(uuid, bigint, integer, text, text, integer, double precision),
     pgqueue.workflow_wait(uuid, bigint, integer, text, text, text, double precision),
     pgqueue.workflow_child(uuid, bigint, integer, text, jsonb, double precision),

@@ -1,4 +1,4 @@
--- issue 27: pgqueue.workflow_checkpoint(id, token, seq, name, kind, result, seconds) -> 'recorded' | 'not_yours' | 'conflict'
+-- issue 27: pgqueue.workflow_checkpoint(id, token, seq, name, kind, result, seconds[, began]) -> 'recorded' | 'not_yours' | 'conflict'
 -- Records that the seq-th step of a workflow succeeded with p_result (JSON), fenced by the job's
 -- token like an ack: only the holder of the current reservation records ('not_yours' else, nothing
 -- changed). The job's row stays locked until the caller's transaction ends, so a checkpoint written
@@ -6,10 +6,14 @@
 -- worker can take the job over in between. 'conflict': another step holds that seq or that name
 -- (the code changed between runs), or the step already succeeded; nothing changed. p_seconds: how
 -- long the step ran (its started_at is that long before now; null: now).
+-- With p_began (context.transaction(): the id of the transaction the block began) a refusal is an
+-- error instead, so that a COMMIT sent with this statement (one round trip) cannot commit the block's
+-- writes without their checkpoint: SQLSTATE PGQ10 not_yours, PGQ11 conflict, PGQ12 when the current
+-- transaction is not the block's any more (the handler ended it inside the block).
 -- From psql:  select pgqueue.workflow_checkpoint('<job id>', <token>, 1, 'charge', 'step', '{"ok": true}', 0.2);
 create or replace function pgqueue.workflow_checkpoint(p_id uuid, p_token bigint, p_seq integer, p_name text,
                                                        p_kind text, p_result jsonb,
-                                                       p_seconds double precision)
+                                                       p_seconds double precision, p_began text default null)
 returns text
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -19,9 +23,23 @@ begin
         raise exception 'pgqueue.workflow_checkpoint: kind must be step or transaction, got %', coalesce(p_kind, 'null')
             using errcode = '22023';
     end if;
+    if p_began is not null and pg_current_xact_id()::text <> p_began then
+        raise exception 'pgqueue.workflow_checkpoint: ended (the transaction is not the one the block began)'
+            using errcode = 'PGQ12';
+    end if;
     perform 1 from pgqueue.jobs j where j.id = p_id and j.token = p_token for update;
     if not found then
+        if p_began is not null then
+            raise exception 'pgqueue.workflow_checkpoint: not_yours' using errcode = 'PGQ10';
+        end if;
         return 'not_yours';
+    end if;
+    -- The job's row is locked: no other step of it is written meanwhile, so this check holds.
+    if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name and s.seq <> p_seq) then
+        if p_began is not null then
+            raise exception 'pgqueue.workflow_checkpoint: conflict' using errcode = 'PGQ11';
+        end if;
+        return 'conflict';
     end if;
     insert into pgqueue.workflow_steps as s (job_id, seq, name, kind, state, result, attempts, started_at, ended_at)
     values (p_id, p_seq, p_name, p_kind, 'succeeded', p_result, 1,
@@ -31,11 +49,12 @@ begin
         set state = 'succeeded', result = excluded.result, error = null, attempts = s.attempts + 1,
             ended_at = excluded.ended_at
         where s.name = excluded.name and s.kind = excluded.kind and s.state <> 'succeeded';
+    if not found and p_began is not null then
+        raise exception 'pgqueue.workflow_checkpoint: conflict' using errcode = 'PGQ11';
+    end if;
     return case when found then 'recorded' else 'conflict' end;
-exception when unique_violation then
-    return 'conflict';
 end
 $$;
 
-comment on function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision) is
+comment on function pgqueue.workflow_checkpoint(uuid, bigint, integer, text, text, jsonb, double precision, text) is
     'pgqueue: record a workflow step''s result, fenced by the job''s token (issue 27).';

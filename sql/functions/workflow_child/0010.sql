@@ -28,15 +28,14 @@ begin
     end if;
     select * into v_step from pgqueue.workflow_steps s where s.job_id = p_id and s.seq = p_seq;
     if not found then
+        if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name) then
+            return query select 'conflict'::text, null::uuid, null::jsonb, null::text;
+            return;
+        end if;
         v_child := pgqueue.enqueue(p_envelope, p_delay_seconds);
-        begin
-            insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, child_id)
-            values (p_id, p_seq, p_name, 'child', 'waiting', v_child)
-            returning * into v_step;
-        exception when unique_violation then
-            raise exception 'pgqueue.workflow_child: step name % is taken by another step of workflow %', p_name, p_id
-                using errcode = '23505';
-        end;
+        insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, child_id)
+        values (p_id, p_seq, p_name, 'child', 'waiting', v_child)
+        returning * into v_step;
     elsif v_step.name <> p_name or v_step.kind <> 'child' then
         return query select 'conflict'::text, null::uuid, null::jsonb, null::text;
         return;

@@ -3,7 +3,8 @@
 -- error. While the step has tries left the workflow is put back to run again after p_delay_seconds
 -- (the step's backoff) WITHOUT using up a try of the job, as pgqueue.snooze does ('retrying'); once
 -- they are spent the row is marked failed and nothing else changes ('exhausted': the caller fails the
--- workflow, naming the step). Fenced by the job's token ('not_yours': nothing changed).
+-- workflow, naming the step). A step marked failed that fails again (its workflow was put back by
+-- pgqueue.retry_failed) starts a fresh count. Fenced by the job's token ('not_yours': nothing changed).
 -- From psql:  select pgqueue.workflow_step_failed('<job id>', <token>, 1, 'charge', 'TimeoutError: ...', 3, 5);
 create or replace function pgqueue.workflow_step_failed(p_id uuid, p_token bigint, p_seq integer, p_name text,
                                                         p_error text, p_tries integer, p_delay_seconds double precision)
@@ -25,11 +26,15 @@ begin
     if not found then
         return 'not_yours';
     end if;
+    if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name and s.seq <> p_seq) then
+        return 'conflict';
+    end if;
     insert into pgqueue.workflow_steps as s (job_id, seq, name, kind, state, error, attempts)
     values (p_id, p_seq, p_name, 'step', 'retrying', left(p_error, 4000), 1)
     on conflict (job_id, seq) do update
-        set error = excluded.error, attempts = s.attempts + 1
-        where s.name = excluded.name and s.kind = 'step' and s.state = 'retrying'
+        set error = excluded.error, state = 'retrying', ended_at = null,
+            attempts = case when s.state = 'failed' then 1 else s.attempts + 1 end
+        where s.name = excluded.name and s.kind = 'step' and s.state in ('retrying', 'failed')
     returning s.attempts into v_attempts;
     if not found then
         return 'conflict';
@@ -46,8 +51,6 @@ begin
     returning j.queue into v_queue;
     perform pg_notify(case when p_delay_seconds = 0 then 'pgqueue' else 'pgqueue_delayed' end, v_queue);
     return 'retrying';
-exception when unique_violation then
-    return 'conflict';
 end
 $$;
 

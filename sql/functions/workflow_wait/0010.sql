@@ -38,15 +38,13 @@ begin
     end if;
     select * into v_step from pgqueue.workflow_steps s where s.job_id = p_id and s.seq = p_seq;
     if not found then
-        begin
-            insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, signal, wake_at)
-            values (p_id, p_seq, p_name, p_kind, 'waiting', p_signal,
-                    clock_timestamp() + make_interval(secs => p_seconds))
-            returning * into v_step;
-        exception when unique_violation then
+        if exists (select 1 from pgqueue.workflow_steps s where s.job_id = p_id and s.name = p_name) then
             return query select 'conflict'::text, null::jsonb;
             return;
-        end;
+        end if;
+        insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, signal, wake_at)
+        values (p_id, p_seq, p_name, p_kind, 'waiting', p_signal, clock_timestamp() + make_interval(secs => p_seconds))
+        returning * into v_step;
     elsif v_step.name <> p_name or v_step.kind <> p_kind then
         return query select 'conflict'::text, null::jsonb;
         return;
