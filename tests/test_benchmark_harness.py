@@ -120,8 +120,11 @@ async def test_the_result_wakeup_section_runs_at_a_tiny_size(pg_admin_dsn: str) 
 async def test_the_workflow_section_runs_the_pgqueue_side_at_a_tiny_size(pg_admin_dsn: str) -> None:
     # issue 27's benchmark end to end for pgqueue (DBOS is in the bench group only): fresh databases,
     # its worker process, the harness's client dispatching and signalling; every phase has its figure.
-    sizes = workflows.WorkflowSizes(workflows=6, concurrency=(2,), runs=1, signals=2, sleepers=3, wakes=2,
-                                    wake_seconds=0.5, systems=("pgqueue",))
+    # Two phases (each a fresh database, an install and worker processes: ~12 s here): the throughput
+    # phase's counters and WAL, and the signal phase's client. Not the kill phase: its restarted worker
+    # waits out the default 90 s lease of the killed one's jobs.
+    sizes = workflows.WorkflowSizes(workflows=6, concurrency=(2,), runs=1, signals=2, systems=("pgqueue",),
+                                    phases=("throughput", "signal"))
     results: dict[str, Any] = {}
     await workflows.run_workflows(pg_admin_dsn, sizes, results)
     section = results["workflows"]
@@ -132,8 +135,6 @@ async def test_the_workflow_section_runs_the_pgqueue_side_at_a_tiny_size(pg_admi
     if not math.isnan(case["wal_commits_drain"].median):
         assert case["wal_commits_drain"].median >= 5
     assert section["signal"]["pgqueue"]["exactly_once"]
-    assert section["sleep"]["pgqueue"]["asleep"]["slots"] == 0
-    assert section["kill"]["pgqueue"]["exactly_once"]
     lines = workflows.report(workflows._plain(results))
     assert lines[0] == workflows.SECTION
     assert any(line.startswith("| pgqueue | 2 | **") for line in lines)
