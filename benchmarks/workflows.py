@@ -594,7 +594,8 @@ async def run_workflows(admin_dsn: str, sizes: WorkflowSizes, results: dict[str,
     out["load_end"] = os.getloadavg()[0]
     out["statements_note"] = ("" if _any(out, "statements_drain") else
                               "pg_stat_statements is not in this server's shared_preload_libraries: statements "
-                              "per workflow not measured")
+                              "per workflow are not measured here (`--statements-server` measures them on a "
+                              "server the harness starts, below when it ran)")
 
 
 def _any(out: dict[str, Any], figure: str) -> bool:
@@ -657,9 +658,34 @@ def report(results: dict[str, Any]) -> list[str]:
         lines += part(w, sizes)
     lines += _statements_lines(results.get("workflows_statements"))
     lines += _goal_lines(w, sizes)
+    lines += NOTES
     if w.get("failures"):
         lines += ["Failed cases: " + "; ".join(w["failures"]), ""]
     return lines
+
+
+NOTES = [
+    "Reading these figures:", "",
+    "- Both systems run one worker process, and both are bound by that process's CPU on this shared 2-core "
+    "machine (the load average beside each figure is the machine's, mostly other sessions' tests): a pgqueue "
+    "step is three round trips (BEGIN with its transaction id, the insert, then the fenced checkpoint and "
+    "COMMIT pipelined), a DBOS step about ten statements (its SQLAlchemy pool's ping and reset, the "
+    "SERIALIZABLE transaction, the output row and an ownership read, the step bookkeeping in the system "
+    "tables). On a quieter machine both go faster; the ratio is the figure to compare, measured side by side.",
+    "- Exactly once: DBOS 3.4's `SQLAlchemyDatasource` transactions also commit the step's output row with "
+    "the write (a unique key on workflow and step, and a check that the process still owns the workflow), so "
+    "in the kill phase both systems wrote every effect once. pgqueue's block commits under the reservation's "
+    "fencing token, checked in the same transaction (`pgqueue.workflow_checkpoint`); effects outside "
+    "`context.transaction()` are at least once in both.",
+    "- After a SIGKILL, DBOS recovers its workflows as soon as the process starts again (the same executor id, "
+    "`local`, owns them); pgqueue's restarted worker takes the killed one's workflows once their leases expire "
+    "(`lease`, default 90 s; the chaos tests run with 4 s): the kill phase's time after the kill is mostly that.",
+    "- A sleeping DBOS sync workflow is a thread in `time.sleep` and a PENDING row counted against its queue's "
+    "concurrency (its sleepers' queue here has no limit; with `worker_concurrency=10`, ten sleepers would "
+    "fill that queue); a sleeping pgqueue workflow is a row with a wake time: no thread, no lease, no slot. "
+    "Neither holds a connection per sleeper (the busy ones counted are what was running at the sample).",
+    "",
+]
 
 
 def _goal_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
