@@ -25,7 +25,8 @@ class WorkflowJob(Job, register=False):
     _function: ClassVar[Callable[..., Awaitable[Any]]]
 
     async def handle(self, context: JobContext) -> Any:  # the function's return value: the workflow's result
-        return await run_workflow(type(self)._function, self.args(), context, type(self)._workflow_version)
+        kind = type(self)
+        return await run_workflow(kind._function, self.args(), context, kind._workflow_version, kind.name)
 
 
 class WorkflowFactory(Protocol):

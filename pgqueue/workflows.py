@@ -458,13 +458,14 @@ async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 async def run_workflow(function: Callable[..., Awaitable[Any]], args: dict[str, Any], context: JobContext,
-                       version: int | None) -> Any:
+                       version: int | None, name: str) -> Any:
     """One attempt of a workflow: ``function(WorkflowContext, **args)`` run from the top, its recorded
     steps replayed; returns its value, or None once the attempt ended in the database (parked, or failed
     terminally: the context's decision says which)."""
     if context._pool is None:  # set by the worker
-        raise QueueConfigurationError(f"workflow {context.name!r} needs a worker of a database connection "
-                                      "(its steps are rows): it cannot run inline")
+        raise QueueConfigurationError(f"workflow {name!r} needs a worker of a database connection (its steps "
+                                      "are rows): it cannot run inline; test it against a database "
+                                      "(pgqueue.testing.drain)")
     store = Store(context._pool)
     steps = await store.workflow_steps(context.id)
     flow = WorkflowContext(context, store, steps, context.connection_config)
@@ -472,7 +473,7 @@ async def run_workflow(function: Callable[..., Awaitable[Any]], args: dict[str, 
         dispatched = context.workflow_version
         if steps and dispatched != version:
             raise _Terminated(WorkflowDeterminismError(
-                f"workflow {context.id} ({context.name}) started at version {dispatched} and this worker runs "
+                f"workflow {context.id} ({name}) started at version {dispatched} and this worker runs "
                 f"version {version}: it fails rather than replay its steps with other code; keep the old version "
                 "registered under its own name until its runs end"))
         return await function(flow, **args)

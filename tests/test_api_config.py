@@ -276,7 +276,7 @@ async def test_a_job_timeout_is_checked_against_its_connection(client: Client, d
 
 def test_one_error_hierarchy_exported_from_pgqueue() -> None:
     subclasses = [QueueConfigurationError, QueueDispatchError, QueuePayloadError, QueueRetryError,
-                  QueueLeaseError, QueueStorageError, QueueResultError]
+                  QueueLeaseError, QueueStorageError, QueueResultError, pgqueue.WorkflowError]
     for error in subclasses:
         assert issubclass(error, QueueError)
         assert getattr(pgqueue, error.__name__) is error
@@ -285,6 +285,9 @@ def test_one_error_hierarchy_exported_from_pgqueue() -> None:
     assert set(QueueError.__subclasses__()) == set(subclasses)
     # Issue 26: what result() raises is a QueueResultError.
     assert {pgqueue.JobFailedError, pgqueue.JobResultTimeout} == set(QueueResultError.__subclasses__())
+    # Issue 27: the workflows' errors are WorkflowErrors, each exported.
+    assert {pgqueue.WorkflowDeterminismError, pgqueue.WorkflowStepError, pgqueue.WorkflowTimeout,
+            pgqueue.WorkflowChildError} == set(pgqueue.WorkflowError.__subclasses__())
 
 
 def test_every_public_name_is_exported_and_documented() -> None:

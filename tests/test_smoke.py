@@ -11,4 +11,4 @@ def test_migrated_database_has_the_tables(conn: psycopg.Connection[tuple[object,
                                     "dependent_jobs", "failed_jobs", "job_dependencies", "job_results", "job_stats",
                                     "jobs", "partitions", "queue_stats", "queues", "schedule_ticks", "schedules",
                                     "unique_keys",
-                                    "workers"]
+                                    "workers", "workflow_signals", "workflow_steps", "workflows"]

@@ -136,3 +136,12 @@ async def test_drain_runs_a_workflow_until_it_waits_and_again_once_signalled(cli
     [second] = await drain(client, queues=["wf"])
     assert (second.id, second.outcome, second.attempt) == (handle, "acked", 1)  # the wait used no try
     assert await handle.result(timeout=5) == "yes"
+
+
+async def test_a_child_acked_in_its_transaction_still_gives_its_result(client: Client, runs: Runs) -> None:
+    # The child's ack releases the parent before the child's value is written (pending): the parent
+    # looks again rather than take a null.
+    runs.start(await client.worker(queues=["wf"], concurrency=2))
+    handles = await client.dispatch_many([flows.packing_parent(key=f"p{n}") for n in range(5)])
+    results = await finish(asyncio.gather(*(h.result(timeout=30) for h in handles)), "the parents")
+    assert results == [f"packed-p{n}" for n in range(5)]

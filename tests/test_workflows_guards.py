@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue import Client, JobContext, QueueLeaseError, WorkflowError
+from pgqueue import Client, JobContext, QueueConfigurationError, QueueLeaseError, WorkflowError
 from pgqueue.resources import sql_dir
 from pgqueue.store import Store
 from tests import workflow_jobs as flows
@@ -139,7 +139,7 @@ async def test_signals_refused_store_nothing(client: Client, dsn: str) -> None:
 
 
 def test_a_workflow_must_be_async_and_take_its_context() -> None:
-    from pgqueue import QueueConfigurationError, workflow
+    from pgqueue import workflow
 
     with pytest.raises(QueueConfigurationError, match="async def"):
         workflow()(lambda context: None)
@@ -220,3 +220,18 @@ async def test_a_step_called_outside_its_workflow_run_is_refused(client: Client,
     with pytest.raises(WorkflowError, match="called after its attempt ended"):
         await flows.KEPT["leak"].step("late", flows.charge, "leak", 1)
     assert flows.CALLS["leak:charge"] == 0
+
+
+async def test_the_inline_mode_refuses_a_workflow_clearly(dsn: str) -> None:
+    async with Client(settings=settings_for(dsn), inline=True) as inline:
+        with pytest.raises(QueueConfigurationError, match="cannot run inline"):
+            await inline.dispatch(flows.two_steps(key="inline"))
+
+
+async def test_a_block_whose_transaction_was_ended_records_no_checkpoint(client: Client, runs: Runs,
+                                                                        dsn: str) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.self_committing(key="commit"))
+    failure = await wait_until(lambda: _failure(client, handle), "the workflow's failure")
+    assert "was ended inside the block" in failure.message
+    assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == 0

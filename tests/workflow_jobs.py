@@ -162,3 +162,27 @@ KEPT: dict[str, WorkflowContext] = {}
 async def leaky(context: WorkflowContext, key: str) -> int:
     KEPT[key] = context
     return 1
+
+
+class Packed(Job):
+    """A child acked inside its own transaction: its result is written just after the ack."""
+
+    name = "tests.workflows:packed"
+    queue = "wf"
+    key: str
+
+    async def handle(self, context: JobContext) -> str:
+        async with context.transaction() as conn:
+            await conn.execute("select 1")
+        return f"packed-{self.key}"
+
+
+@workflow(queue="wf")
+async def packing_parent(context: WorkflowContext, key: str) -> str:
+    return str(await context.run(Packed(key=key), name="pack"))
+
+
+@workflow(queue="wf", tries=1)
+async def self_committing(context: WorkflowContext, key: str) -> None:
+    async with context.transaction("commits") as conn:
+        await conn.execute("commit")  # the block's transaction is the block's: refused

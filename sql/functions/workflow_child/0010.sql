@@ -20,6 +20,7 @@ declare
     v_result jsonb;
     v_pending boolean;
     v_failure text;
+    v_queue text;
 begin
     perform 1 from pgqueue.jobs j where j.id = p_id and j.token = p_token for update;
     if not found then
@@ -71,7 +72,9 @@ begin
         update pgqueue.jobs j
         set token = null, reserved_at = null, available_at = clock_timestamp() + interval '1 second',
             attempts = greatest(j.attempts - 1, 0), snoozes = j.snoozes + 1
-        where j.id = p_id and j.token = p_token;
+        where j.id = p_id and j.token = p_token
+        returning j.queue into v_queue;
+        perform pg_notify('pgqueue_delayed', v_queue);
         return query select 'parked'::text, v_child, null::jsonb, null::text;
         return;
     end if;
