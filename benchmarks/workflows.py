@@ -962,8 +962,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_on_own_server(sizes, results, key))
     else:
         asyncio.run(run_workflows(args.admin_dsn, sizes, results, key))
-    results[key]["command"] = "uv run --group bench python -m benchmarks.workflows " + " ".join(
-        sys.argv[1:] if argv is None else argv)
+    results[key]["command"] = ("uv run --group bench python -m benchmarks.workflows " + " ".join(
+        sys.argv[1:] if argv is None else argv)).strip()
     plain = _plain(results)
     results_file = args.output / "results.json"
     stored = json.loads(results_file.read_text()) if results_file.exists() else {}
