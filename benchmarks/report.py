@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks import report_peers, result_wakeup
+from benchmarks import report_peers, result_wakeup, workflows
 from benchmarks.systems import SYSTEMS
 
 COLORS = {"pgqueue": "#1f77b4", "pgqueue_base": "#aec7e8", "procrastinate": "#ff7f0e", "pgqueuer": "#2ca02c",
@@ -457,6 +457,7 @@ def write_report(results: dict[str, Any], out_dir: Path, report: Path) -> None:
                       f"{fmt(samples[-1].get('vacuums'))}"]
         lines.append("")
     lines += result_wakeup.report(results)
+    lines += workflows.report(results)
     lines += [*report_peers.server_cost(results), *report_peers.processes(results), *report_peers.held(results),
               *report_peers.xmin(results)]
     if plots:

@@ -39,10 +39,11 @@ from benchmarks.scenarios import (
 )
 from benchmarks.sustained import SustainedSizes, run_sustained
 from benchmarks.systems import SYSTEMS
+from benchmarks.workflows import WorkflowSizes, run_workflows
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("single", "bulk", "drain", "latency", "delayed", "processes", "held", "xmin", "scaling", "sustained",
-            "floors", "results")
+            "floors", "results", "workflows")
 log = logging.getLogger("benchmarks")
 
 
@@ -134,6 +135,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # issue 26 §3: handle.result() wake-up beside the worker's (pgqueue alone, in this process).
         results.pop("results", None)
         await run_result_wakeup(args.admin_dsn, result_sizes, results)
+        write_report(_plain(results), args.output, args.report)
+    if "workflows" in only:
+        # issue 27: durable workflows beside DBOS Transact (pgqueue and dbos, whatever --systems says).
+        results.pop("workflows", None)
+        workflow_sizes = WorkflowSizes.quick() if args.quick else WorkflowSizes(runs=args.runs)
+        await run_workflows(args.admin_dsn, workflow_sizes, results)
+        results["workflows"]["command"] = results["command"]
         write_report(_plain(results), args.output, args.report)
     if "scaling" in only:
         await run_scaling(args.admin_dsn, scaling, results)

@@ -6,14 +6,16 @@ pieces they rest on honest on a real PostgreSQL.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
-from benchmarks import peers, report_peers, result_wakeup
+from benchmarks import peers, report_peers, result_wakeup, workflows
 from benchmarks.server_cost import ServerProbe, cpu_seconds
 from benchmarks.systems import producer
 
@@ -113,3 +115,36 @@ async def test_the_result_wakeup_section_runs_at_a_tiny_size(pg_admin_dsn: str) 
     lines = result_wakeup.report(results)
     assert lines[0] == "## pgqueue `handle.result()` wake-up (ms)"
     assert sum(line.startswith("| ") for line in lines) == 4  # the header and the three figures
+
+
+async def test_the_workflow_section_runs_the_pgqueue_side_at_a_tiny_size(pg_admin_dsn: str) -> None:
+    # issue 27's benchmark end to end for pgqueue (DBOS is in the bench group only): fresh databases,
+    # its worker process, the harness's client dispatching and signalling; every phase has its figure.
+    # Two phases (each a fresh database, an install and worker processes: ~12 s here): the throughput
+    # phase's counters and WAL, and the signal phase's client. Not the kill phase: its restarted worker
+    # waits out the default 90 s lease of the killed one's jobs.
+    sizes = workflows.WorkflowSizes(workflows=6, concurrency=(2,), runs=1, signals=2, systems=("pgqueue",),
+                                    phases=("throughput", "signal"))
+    results: dict[str, Any] = {}
+    await workflows.run_workflows(pg_admin_dsn, sizes, results)
+    section = results["workflows"]
+    assert section["failures"] == [], section["failures"]
+    case = section["throughput"]["pgqueue c2"]
+    assert case["exactly_once"] and case["effects"] == {"rows": 30, "distinct": 30, "twice": 0}
+    # Five step transactions of a workflow are five durable commits at least, whatever else it costs.
+    if not math.isnan(case["wal_commits_drain"].median):
+        assert case["wal_commits_drain"].median >= 5
+    assert section["signal"]["pgqueue"]["exactly_once"]
+    lines = workflows.report(workflows._plain(results))
+    assert lines[0] == workflows.SECTION
+    assert any(line.startswith("| pgqueue | 2 | **") for line in lines)
+
+
+def test_the_workflow_section_replaces_its_own_part_of_results_md(tmp_path: Path) -> None:
+    report = tmp_path / "RESULTS.md"
+    report.write_text("# r\n\n## Drain\n\nd\n\n## Plots\n\np\n")
+    workflows.update_report(report, [workflows.SECTION, "", "first"])
+    workflows.update_report(report, [workflows.SECTION, "", "second"])
+    text = report.read_text()
+    assert text.count(workflows.SECTION) == 1 and "second" in text and "first" not in text
+    assert text.index("## Drain") < text.index(workflows.SECTION) < text.index("## Plots")

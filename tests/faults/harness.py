@@ -51,7 +51,8 @@ class WorkerProcess:
 
     def __init__(self, index: int, dsn: str, *, ledger_dsn: str, log_dir: Path, pyproject: Path,  # noqa: PLR0913  # a worker process's command line
                  concurrency: int = 10, queues: str = "default", poll_interval: float = 5.0,
-                 listen_dsn: str | None = None, stop_when_empty: bool = False, prefetch: int | None = None) -> None:
+                 listen_dsn: str | None = None, stop_when_empty: bool = False, prefetch: int | None = None,
+                 imports: Sequence[str] = ()) -> None:
         self.index = index
         self.args = [sys.executable, "-m", "tests.faults.worker_main", "--dsn", dsn, "--pyproject", str(pyproject),
                      "--concurrency", str(concurrency), "--queues", queues, "--poll-interval", str(poll_interval)]
@@ -61,6 +62,8 @@ class WorkerProcess:
             self.args.append("--stop-when-empty")
         if prefetch is not None:
             self.args += ["--prefetch", str(prefetch)]
+        for module in imports:
+            self.args += ["--import", module]
         self.env = {**os.environ, LEDGER_DSN_ENV: ledger_dsn, "PYTHONUNBUFFERED": "1"}
         self.log_dir = log_dir
         self.generation = 0

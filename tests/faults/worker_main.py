@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import signal
@@ -32,10 +33,14 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--listen-dsn", default=None)
     parser.add_argument("--stop-when-empty", action="store_true")
     parser.add_argument("--prefetch", type=int, default=None, help="the worker's prefetch (default: its own)")
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        help="a module of more job types to register (e.g. tests.faults.workflow_jobs)")
     return parser.parse_args(argv)
 
 
 async def _main(args: argparse.Namespace) -> int:
+    for module in args.imports:
+        importlib.import_module(module)
     settings = pgqueue.load_settings(Path(args.pyproject), dsn=args.dsn, environ={})
     client = pgqueue.Client(settings=settings)
     try:
