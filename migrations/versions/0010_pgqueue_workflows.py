@@ -22,12 +22,22 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0010.sql".
 UPGRADE = (
     "revisions/0010/upgrade.sql",
+    # issue 28: the cheaper partitioned reservation, priority aging
+    "functions/partition_allowance/0010.sql",
+    "functions/reserve_partitions/0010.sql",
+    "functions/aged_priority/0010.sql",
+    "functions/reserve/0010.sql",
+    "functions/set_aging/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0010/downgrade.sql",
+    # issue 28: the cheaper partitioned reservation, priority aging
+    "functions/partition_allowance/0009.sql",
+    "functions/reserve_partitions/0009.sql",
+    "functions/reserve/0009.sql",
 )
 
 

@@ -228,13 +228,17 @@ create table pgqueue.queues (
     adaptive_max     integer,
     adaptive_acks    integer          not null default 0,   -- acks since the limit last moved
     adaptive_cut_at  timestamptz,                           -- when backpressure last halved the limit
+    -- issue 28: priority aging (pgqueue.set_aging): a ready job counts one priority level higher
+    -- per this much waited (null: no aging).
+    aging            interval,
     constraint queues_concurrency_positive check (concurrency is null or concurrency >= 1),
     constraint queues_rate check ((rate_limit is null) = (rate_period is null)
                                   and (rate_limit is null or rate_limit >= 1)
                                   and (rate_period is null or rate_period > interval '0')),
     constraint queues_rate_burst check (rate_burst is null or (rate_burst >= 1 and rate_limit is not null)),
     constraint queues_adaptive check ((adaptive_min is null) = (adaptive_max is null)
-                                      and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min)))
+                                      and (adaptive_min is null or (adaptive_min >= 1 and adaptive_max >= adaptive_min))),
+    constraint queues_aging check (aging is null or aging > interval '0')
 );
 
 -- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.
