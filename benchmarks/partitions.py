@@ -329,8 +329,8 @@ def main() -> None:
     print("\n| plain jobs, plain queue | us per job (median, range) |")
     print("|---|---|")
     for name, micros in sorted(plain_path(args.dsn, args.rounds).items()):
-        print(f"| {name.replace('_before', ' (before: enqueue_many 0008, reserve 0009)')} | **{statistics.median(micros):.1f}** "
-              f"({min(micros):.1f}-{max(micros):.1f}) |")
+        label = name.replace("_before", " (before: enqueue_many 0008, reserve 0009)")
+        print(f"| {label} | **{statistics.median(micros):.1f}** ({min(micros):.1f}-{max(micros):.1f}) |")
     reserved, fifo = isolation_case(args.dsn, args.heavy)
     print(f"\nisolation: {args.heavy:,} heavy jobs, then 200 partitions x 10: the last light job was reserved "
           f"after {reserved:,} reservations of jobs (FIFO: {fifo:,})")

@@ -118,6 +118,7 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "per_partition_rate_period": c.partition_rate_period if c else None,
             "fair": c.fair if c else False,
             "adaptive_min": c.adaptive_min if c else None, "adaptive_max": c.adaptive_max if c else None,
+            "aging_seconds": c.aging if c else None,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
     return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
@@ -146,7 +147,7 @@ async def status(client: Client, connection: str) -> str:
     for control in controls:
         if control.concurrency is not None or control.rate_limit is not None:
             text += "\n" + limits(control.queue, control)
-        text += partition_limits(control)
+        text += partition_limits(control) + aging(control)
     return text
 
 
@@ -177,6 +178,13 @@ def partition_limits(control: QueueControl | None) -> str:
     if control.fair:
         parts.append("fair shares")
     return f"\nper partition of queue {control.queue!r}: " + ", ".join(parts) if parts else ""
+
+
+def aging(control: QueueControl | None) -> str:
+    """One line: a queue's priority aging (empty when none)."""
+    if control is None or control.aging is None:
+        return ""
+    return f"\npriority aging of queue {control.queue!r}: one level per {control.aging:g} s waited"
 
 
 def _stamp(moment: datetime) -> str:

@@ -45,7 +45,8 @@ class QueueControl:
     ``burst``: the rate's token bucket capacity, the most reservations granted at once; None:
     the default, ``rate_limit`` (the rate per period). ``adaptive_min``, ``adaptive_max``: the
     bounds of an adaptive limit (``concurrency`` is then its current value, halved by backpressure
-    and grown by acks); None: not adaptive.
+    and grown by acks); None: not adaptive. ``aging``: priority aging, the seconds a ready job waits
+    per priority level it gains (:meth:`pgqueue.Client.set_aging`); None: strict priorities.
     """
 
     queue: str
@@ -63,6 +64,7 @@ class QueueControl:
     fair: bool = False
     adaptive_min: int | None = None
     adaptive_max: int | None = None
+    aging: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,11 @@ class ControlStatements(Pooled):
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
                 await conn.execute(query("set_adaptive_limit"), (queue, low, high))
+
+    async def set_aging(self, queue: str, seconds: float | None) -> None:
+        """Set (None: clear) the priority aging of ``queue`` (issue 28): seconds per level gained."""
+        with storage_errors(f"setting the priority aging of queue {queue!r}"):
+            await self._run("set_aging", (queue, seconds))
 
     async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
                                    rate_period: float | None, burst: int | None, fair: bool) -> None:

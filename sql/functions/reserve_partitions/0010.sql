@@ -19,9 +19,9 @@
 --   goes on with it. So between partitions that stay ready and under their limits, the jobs
 --   reserved differ from the proportion of their weights by at most one turn each.
 -- - Fair shares alone (no per-partition limit and no row in pgqueue.partitions: every weight
---   is 1 and nothing caps a partition): the same turns, taken k at a time (revision 0010): one
---   statement walks the next k partitions (k x r <= what is left) and one locks their turns,
---   instead of two statements per partition.
+--   is 1 and nothing caps a partition): the same turns, k at a time (revision 0010): one
+--   statement walks the next k partitions (k x r <= what is left, one index probe each), then
+--   one statement per turn locks its jobs (0009: two statements per turn).
 -- - Jobs of the queue without a partition come after the round, looked for among the oldest
 --   p_take + 100 ready jobs of the priority only (a scan past a partition's backlog would cost a
 --   heap visit per job): in a queue served by partition, give every job a partition.
@@ -61,8 +61,7 @@ declare
     v_quantum_weight integer;
     v_bucket double precision;
     v_walk text[];
-    v_served integer;
-    v_full integer;
+    v_next text;
     v_round_granted integer := 0;
 begin
     ids := '{}';
@@ -140,37 +139,37 @@ begin
                 continue;
             end if;
             v_n := least(v_left, v_round);
-            -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
-            select array_agg(c.id order by c.n, c.available_at), coalesce(bool_or(c.doomed), false), max(c.n),
-                   count(*) filter (where c.k = 1 and c.got = v_round)
-            into v_got, v_got_doomed, v_served, v_full
-            from (
-                select w.n, l.id, l.available_at, l.doomed,
-                       count(*) over (partition by w.n) as got, row_number() over (partition by w.n) as k
-                from unnest(v_walk) with ordinality as w(part, n)
-                cross join lateral (
+            -- One statement per turn, by partition name: a lateral join over the walk would leave
+            -- the planner to guess how selective "partition = <each>" is, and after one tenant's
+            -- backlog it scans the queue's order (jobs_reservation_idx) for every partition instead.
+            foreach v_next in array v_walk loop
+                -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
+                select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false)
+                into v_got, v_got_doomed from (
                     select j.id, j.available_at,
                            j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
                            or j.retry_until < p_now as doomed
                     from pgqueue.jobs j
-                    where j.queue = p_queue and j.priority = p_priority and j.partition = w.part
+                    where j.queue = p_queue and j.priority = p_priority and j.partition = v_next
                       and j.available_at <= p_ready_by and j.id <> all (ids)
                     order by j.available_at
                     limit v_n
                     for update skip locked
-                ) l
-            ) c;
+                ) c;
+                if v_got is not null then
+                    ids := ids || v_got;
+                    doomed := doomed or v_got_doomed;
+                    v_left := v_left - cardinality(v_got);
+                    v_round_granted := v_round_granted + cardinality(v_got);
+                    v_last := v_next;
+                    if cardinality(v_got) = v_round then
+                        v_full_weight := v_full_weight + 1;
+                    end if;
+                    -- Cut short by p_take (only a walk of one turn can be: k x r <= what is left).
+                    v_credit_left := case when v_n < v_round and cardinality(v_got) = v_n then v_round - v_n else 0 end;
+                end if;
+            end loop;
             v_part := v_walk[cardinality(v_walk)];
-            if v_got is not null then
-                ids := ids || v_got;
-                doomed := doomed or v_got_doomed;
-                v_left := v_left - cardinality(v_got);
-                v_round_granted := v_round_granted + cardinality(v_got);
-                v_full_weight := v_full_weight + v_full;
-                v_last := v_walk[v_served];
-                -- Cut short by p_take (only a walk of one turn can be: k x r <= what is left).
-                v_credit_left := case when v_n < v_round and cardinality(v_got) = v_n then v_round - v_n else 0 end;
-            end if;
             exit when v_left <= 0;
         end loop;
     else
