@@ -42,6 +42,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -51,7 +53,7 @@ from typing import Any
 import psycopg
 
 from benchmarks.bare_functions import fresh_database
-from benchmarks.worker_drain import finish, machine_busy_seconds, percentile, spawn_worker
+from benchmarks.worker_drain import finish, machine_busy_seconds, percentile
 
 
 def _envelopes(count: int, queue: str, partition_of: list[str | None], name: str | None = None) -> str:
@@ -166,9 +168,25 @@ Setup = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
 
 def _install(conn: psycopg.Connection[tuple[object, ...]], functions: str) -> None:
-    if functions == "0009":
+    if functions.startswith("0009"):
         for name, version in PREVIOUS:
             conn.execute((SQL / name / f"{version}.sql").read_text().encode())
+
+
+#: Variant "0009+main": revision 0009's functions and the worker of another checkout (--before-worker:
+#: a directory holding the pgqueue and benchmarks packages of the main branch, before this change).
+BEFORE_WORKER: list[str] = []
+
+
+def spawn_worker(dsn: str, concurrency: int, max_jobs: int, cwd: str | None) -> subprocess.Popen[str]:
+    """benchmarks.worker_drain's worker process, run from ``cwd`` (None: this checkout): it imports
+    the pgqueue package found there."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.worker_drain", "--worker", dsn, str(concurrency),
+                             str(max_jobs), "0", "", "0"], stdout=subprocess.PIPE, text=True, cwd=cwd)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert json.loads(line)["ready"], line
+    return proc
 
 
 def worker_case(admin_dsn: str, functions: str, total: int, setup: Setup, concurrency: int,
@@ -183,7 +201,7 @@ def worker_case(admin_dsn: str, functions: str, total: int, setup: Setup, concur
         conn.execute(f"alter database {conn.info.dbname} set track_functions = 'pl'".encode())
         conn.execute(b"analyze pgqueue.jobs")
         busy = machine_busy_seconds()
-        proc = spawn_worker(dsn, concurrency, total, False)
+        proc = spawn_worker(dsn, concurrency, total, BEFORE_WORKER[0] if functions.endswith("+main") else None)
         committed = 0.0
         if later is not None:
             time.sleep(1.0)
@@ -308,8 +326,14 @@ def main() -> None:
     parser.add_argument("--workers", action="store_true", help="the scenarios with a worker process")
     parser.add_argument("--concurrency", type=int, default=50, help="--workers: the worker's concurrency")
     parser.add_argument("--only", action="append", default=[], help="--workers: scenarios whose name contains this")
-    parser.add_argument("--functions", default="0009,0010", help="--workers: the function versions compared")
+    parser.add_argument("--functions", default="0009,0010",
+                        help="--workers: the variants compared: 0009, 0010, 0009+main (with --before-worker)")
+    parser.add_argument("--before-worker", metavar="DIR",
+                        help="--workers: a checkout of main (git archive main pgqueue benchmarks | tar -x -C DIR) "
+                             "whose worker runs the 0009+main variant")
     args = parser.parse_args()
+    if args.before_worker:
+        BEFORE_WORKER.append(args.before_worker)
     if args.workers:
         run_workers(args.dsn, args.rounds, args.heavy, args.concurrency, args.only, args.functions.split(","))
         return
