@@ -208,6 +208,8 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         assert await operator.resume() is True
         await operator.set_limits(concurrency=2)
         assert [(c.queue, c.concurrency) for c in await operator.controls()] == [("default", 2)]
+        await operator.set_aging("default", 30)  # issue 28: priority aging
+        assert [c.aging for c in await operator.controls()] == [30.0]
         o = roles["operator"]
         assert scalar_as(o, "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
         assert scalar_as(o, "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"
