@@ -28,10 +28,12 @@ current ones (0010):
   partitions x 10 jobs dispatched in one transaction; total throughput (all jobs / drain time) of
   the fair queue against the same drain of a queue without partition settings (jobs without a
   partition), and the light jobs' start wait (handler start - dispatch commit), p50 / p99 / max.
-- **no collapse**: 20,000 jobs, a queue concurrency limit of 40 against no limit (both with a
-  worker of concurrency 40: the limit takes no parallelism away, only what enforcing it costs,
-  prefetch included); and 1,000 partitions x 20 jobs with a per-partition concurrency of 2 against
-  the same jobs in a queue without partition settings.
+- **no collapse**: a queue concurrency limit of 40 against no limit (both with a worker of
+  concurrency 40: the limit takes no parallelism away, only what enforcing it costs, prefetch
+  included); and 1,000 partitions with a per-partition concurrency of 2 against the same jobs in a
+  queue without partition settings (worker concurrency 50). Each with jobs that await 100 ms
+  (4,000 jobs), 10 ms (20,000) and none (20,000): the shorter the job, the more a reservation's
+  round trip, which a limit keeps the worker from doing ahead (prefetch), weighs.
 - **scale of keys**: 20,000 jobs in 10,000 partitions against 1 partition (both fair):
   throughput, and machine CPU seconds per 10,000 jobs (worker + server: the reservation's cost).
 """
@@ -162,7 +164,8 @@ def plain_path(admin_dsn: str, rounds: int) -> dict[str, list[float]]:
 #: ones, or the current ones (0010).
 PREVIOUS = (("partition_allowance", "0009"), ("reserve_partitions", "0009"), ("reserve", "0009"))
 
-NOOP, PAUSE = "bench:noop", "bench:pause"  # benchmarks/worker_drain.py's jobs: none, a 10 ms await
+#: benchmarks/worker_drain.py's jobs: none, a 10 ms await, a 100 ms await.
+NOOP, PAUSE, LONG = "bench:noop", "bench:pause", "bench:pause100"
 
 Setup = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
@@ -259,6 +262,14 @@ def worker_scenarios(heavy: int) -> dict[str, dict[str, tuple[int, Setup, Setup 
         "isolation": {
             "plain queue": (heavy + 2_000, _plain(heavy), _light(False)),
             "fair, 1 heavy + 200 light partitions": (heavy + 2_000, _fair(heavy, 1), _light(True)),
+        },
+        "no collapse: queue limit, 100 ms jobs (worker concurrency 40)": {
+            "no limit": (4_000, _plain(4_000, LONG), None),
+            "queue concurrency 40": (4_000, _queue_limit(4_000, 40, LONG), None),
+        },
+        "no collapse: per-partition limits, 100 ms jobs": {
+            "no limit, no partitions": (4_000, _plain(4_000, LONG), None),
+            "1,000 partitions, 2 each at most": (4_000, _capped(4_000, 1_000, 2, LONG), None),
         },
         "no collapse: queue limit, 10 ms jobs (worker concurrency 40)": {
             "no limit": (20_000, _plain(20_000, PAUSE), None),

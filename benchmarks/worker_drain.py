@@ -55,6 +55,15 @@ class Pause(Job):
         await asyncio.sleep(0.01)
 
 
+class LongPause(Job):
+    """Waits 100 ms (an await): a job like the calls to a downstream API that limits exist for."""
+
+    name = "bench:pause100"
+
+    async def handle(self, context: JobContext) -> None:
+        await asyncio.sleep(0.1)
+
+
 class Stamp(Job):
     """Records when it started (epoch seconds), keyed by its job id."""
 
