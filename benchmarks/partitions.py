@@ -34,6 +34,8 @@ current ones (0010):
   queue without partition settings (worker concurrency 50). Each with jobs that await 100 ms
   (4,000 jobs), 10 ms (20,000) and none (20,000): the shorter the job, the more a reservation's
   round trip, which a limit keeps the worker from doing ahead (prefetch), weighs.
+- **plain path**: 50,000 jobs without a partition in a queue without settings (the variants side
+  by side: the unpartitioned path before and after).
 - **scale of keys**: 20,000 jobs in 10,000 partitions against 1 partition (both fair):
   throughput, and machine CPU seconds per 10,000 jobs (worker + server: the reservation's cost).
 """
@@ -286,6 +288,9 @@ def worker_scenarios(heavy: int) -> dict[str, dict[str, tuple[int, Setup, Setup 
         "no collapse: per-partition limits, no-op jobs": {
             "no limit, no partitions": (20_000, _plain(20_000), None),
             "1,000 partitions, 2 each at most": (20_000, _capped(20_000, 1_000, 2, NOOP), None),
+        },
+        "plain path": {  # the unpartitioned path, before (0009+main) and after
+            "plain queue, 50,000 jobs": (50_000, _plain(50_000), None),
         },
         "scale of keys": {
             "fair, 1 partition": (20_000, _fair(20_000, 1), None),
