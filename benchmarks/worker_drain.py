@@ -45,6 +45,25 @@ class Noop(Job):
         return None
 
 
+class Pause(Job):
+    """Waits 10 ms (an await, as a call to another service would): a job whose run time, not the
+    queue, bounds a worker's throughput (benchmarks/partitions.py's limit cases)."""
+
+    name = "bench:pause"
+
+    async def handle(self, context: JobContext) -> None:
+        await asyncio.sleep(0.01)
+
+
+class LongPause(Job):
+    """Waits 100 ms (an await): a job like the calls to a downstream API that limits exist for."""
+
+    name = "bench:pause100"
+
+    async def handle(self, context: JobContext) -> None:
+        await asyncio.sleep(0.1)
+
+
 class Stamp(Job):
     """Records when it started (epoch seconds), keyed by its job id."""
 

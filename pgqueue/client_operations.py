@@ -13,7 +13,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgqueue.config import ConnectionConfig, Settings
-from pgqueue.control import Rate, check_adaptive, check_decrease, check_limits, check_partition_limits, rate_of
+from pgqueue.control import (
+    Rate,
+    check_adaptive,
+    check_aging,
+    check_decrease,
+    check_limits,
+    check_partition_limits,
+    rate_of,
+)
 from pgqueue.errors import QueueConfigurationError, QueueRetryError
 from pgqueue.failed import FailedJobRepository
 from pgqueue.jobs import Job, registered_jobs
@@ -264,6 +272,19 @@ class ClientOperations:
             await store.set_partition_limits(name, per_partition_concurrency, count, period, per_partition_burst,
                                              bool(fair), None if per_partition_adaptive is None
                                              else (per_partition_adaptive[0], per_partition_adaptive[1]))
+
+    async def set_aging(self, queue: str | None, seconds: float | None, *, connection: str | None = None) -> None:
+        """Set a queue's priority aging (issue 28), enforced by ``pgqueue.reserve`` for every worker,
+        changed live: a ready job's priority counts one level higher per ``seconds`` it has waited
+        since it became due, never above the queue's highest priority with ready jobs, and jobs
+        are served by that effective priority, then the one due first. So a low-priority job runs
+        at the latest once ``(top - its priority) x seconds`` have passed and the top-priority jobs
+        due before it are served, however many higher ones keep arriving. ``seconds`` from 0.001 to
+        31536000; None: strict priorities again. ``queue`` None: the connection's queue."""
+        check_aging(seconds)
+        config = self.settings.connection(connection)
+        name = _checked_queue(config.queue if queue is None else queue, "the queue's aging was not changed")
+        await (await self._store(config)).set_aging(name, None if seconds is None else float(seconds))
 
     async def set_partition_limit(self, queue: str, partition: str, *, concurrency: int | None = None,
                                   rate: Rate | None = None, burst: int | None = None, weight: int | None = None,

@@ -98,6 +98,18 @@ def parse_decrease(text: str) -> float:
     return factor
 
 
+def check_aging(seconds: object) -> None:
+    """Refuse a priority aging ``pgqueue.set_aging`` would refuse: seconds from 0.001 to 31536000
+    (one year), or None for none (nothing is changed)."""
+    if seconds is None:
+        return
+    if not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds)
+            and 0.001 <= seconds <= 31536000):
+        raise QueueConfigurationError(
+            f"aging must be a number of seconds from 0.001 to 31536000 (or None for strict priorities), got "
+            f"{seconds!r}; the queue's aging was not changed")
+
+
 def format_rate(limit: int, period: float) -> str:
     """A rate as :func:`parse_rate` reads it back: ``(100, 1.0)`` -> ``"100/s"``, ``(5, 7200.0)`` -> ``"5/2h"``,
     ``(5, 90.0)`` -> ``"5/90s"``."""

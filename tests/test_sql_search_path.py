@@ -426,6 +426,16 @@ def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, obj
     call("select * from pgqueue.reserve(array['parts'], 5, 60)")
     call("select * from pgqueue.partition_status('parts')")
     call("select pgqueue.prune_partitions(100)")
+    if not scalar(conn, "select to_regprocedure('pgqueue.set_aging(text, double precision)') is not null"):
+        return
+    # Revision 0010 (issue 28): fair shares alone (the turns taken k at a time) and priority aging.
+    for partition, priority in (("a", 0), ("b", 5), ("c", 0)):
+        job = envelope("fair") | {"partition": partition, "priority": priority}
+        call("select pgqueue.enqueue(%s, 0)", (Jsonb(job),))
+    call("select pgqueue.set_partition_limits('fair', null, null, null, null, true)")
+    call("select pgqueue.set_aging('fair', 0.5)")
+    call("select pgqueue.set_aging('fair', 0)", refused=True)
+    call("select * from pgqueue.reserve(array['fair'], 5, 60)")
 
 
 def _call_partition_adaptive(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:

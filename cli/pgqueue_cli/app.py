@@ -30,6 +30,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue import limits
+from pgqueue.control import check_aging
 from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, partitions, render, supervisor, workflows
@@ -670,9 +671,9 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         "(default: the rate per period, e.g. 100 for 100/s).")] = None,
     adaptive: Annotated[str | None, typer.Option(
         "--adaptive", metavar="MIN:MAX",
-        help="Make the concurrency limit adaptive: halved when a handler reports backpressure, never below "
-        "MIN; one more after as many acks as the limit, never above MAX. 'off': a fixed limit again. "
-        "With --partition: that partition's own bounds.")] = None,
+        help="Make the concurrency limit adaptive: cut (x0.9 by default, see --adaptive-decrease) when a handler "
+        "reports backpressure, never below MIN; one more after as many acks as the limit, never above MAX. "
+        "'off': a fixed limit again. With --partition: that partition's own bounds.")] = None,
     adaptive_decrease: Annotated[str | None, typer.Option(
         "--adaptive-decrease", metavar="F",
         help="What one backpressure report multiplies the queue's adaptive limits by (its own and its "
@@ -700,18 +701,23 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         "and --weight apply to it alone (what is not given: the queue's per-partition value).")] = None,
     weight: Annotated[int | None, typer.Option(
         "--weight", metavar="N", help="With --partition: its fair share weight, 1 to 1000 (default 1).")] = None,
+    aging: Annotated[str | None, typer.Option(
+        "--aging", metavar="SECONDS", help="Priority aging: a ready job counts one priority level higher per "
+        "SECONDS waited (never above the queue's top level), so low priorities run eventually. 'off': strict "
+        "priorities. Not changed by --clear.")] = None,
     dsn: Dsn = None,
     debug: Debug = False,
 ) -> None:
     """Set the global limits of a queue, enforced by the database for every worker on every
     host, changed live. A limit not given keeps its current value; --clear removes them all.
     The --per-partition-* limits apply to each partition of the queue on its own (jobs dispatched
-    with a partition); --partition NAME sets one partition's override. Without options, shows the
-    current limits."""
+    with a partition); --partition NAME sets one partition's override; --aging sets the queue's
+    priority aging. Without options, shows the current limits."""
     options = partitions.PartitionOptions(partition, per_partition_concurrency, per_partition_rate,
                                           per_partition_burst, fair, weight, per_partition_adaptive)
     if clear and (concurrency is not None or rate is not None or burst is not None or options.queue_wide()
-                  or weight is not None or adaptive is not None or adaptive_decrease is not None):
+                  or weight is not None or adaptive is not None or adaptive_decrease is not None
+                  or aging is not None):
         fail("--clear removes the limits: give it alone (or with --partition)", EXIT_CONFIG)
     bounds = None if adaptive == "off" else _parsed("--adaptive", pgqueue.parse_adaptive, adaptive)
     if options.per_partition_adaptive not in (None, "off"):
@@ -720,11 +726,14 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         if adaptive_decrease is not None:
             fail("--adaptive-decrease applies to the whole queue (its limits and its partitions'): not with "
                  "--partition", EXIT_CONFIG)
+        if aging is not None:
+            fail("--aging applies to the whole queue's priorities: not with --partition", EXIT_CONFIG)
         _partition_limit(queue, options, concurrency, rate, burst, clear, dsn, bounds,
                          adaptive_given=adaptive is not None)
         return
     rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
     factor = _parsed("--adaptive-decrease", pgqueue.parse_decrease, adaptive_decrease)
+    aging_seconds = None if aging in (None, "off") else _parsed("--aging", _aging_seconds, aging)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
@@ -750,10 +759,31 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
             if options.queue_wide():
                 await partitions.set_queue_wide(q, queue, options, current, name)
                 current = {c.queue: c for c in await q.controls(name)}.get(queue)
+            if aging is not None:
+                await q.set_aging(queue, aging_seconds, connection=name)
+                current = {c.queue: c for c in await q.controls(name)}.get(queue)
             return current
 
     control = asyncio.run(limit())
-    typer.echo(render.limits(queue, control) + render.partition_limits(control))
+    typer.echo(render.limits(queue, control) + render.partition_limits(control) + render.aging(control))
+
+
+def _aging_seconds(text: str) -> float:
+    """``--aging``: seconds (``30``, ``0.5``) or with a unit (``30s``, ``5min``, ``2h``), checked as
+    ``Client.set_aging`` checks them."""
+    units = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    number, scale = text.strip(), 1.0
+    for unit in sorted(units, key=len, reverse=True):
+        if number.endswith(unit):
+            number, scale = number[: -len(unit)], units[unit]
+            break
+    try:
+        seconds = float(number) * scale
+    except ValueError:
+        raise pgqueue.QueueConfigurationError(
+            f"give seconds (30, 0.5), a number with a unit (30s, 5min, 2h) or 'off', got {text!r}") from None
+    check_aging(seconds)
+    return seconds
 
 
 def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,  # noqa: PLR0913

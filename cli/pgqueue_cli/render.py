@@ -122,6 +122,7 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "adaptive_decrease": c.adaptive_decrease if c else None,
             "per_partition_adaptive_min": c.partition_adaptive_min if c else None,
             "per_partition_adaptive_max": c.partition_adaptive_max if c else None,
+            "aging_seconds": c.aging if c else None,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
     return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
@@ -150,7 +151,7 @@ async def status(client: Client, connection: str) -> str:
     for control in controls:
         if control.concurrency is not None or control.rate_limit is not None:
             text += "\n" + limits(control.queue, control)
-        text += partition_limits(control)
+        text += partition_limits(control) + aging(control)
     return text
 
 
@@ -190,6 +191,13 @@ def partition_limits(control: QueueControl | None) -> str:
 def _cut(control: QueueControl) -> str:
     """``", cut x0.5"`` when a queue's adaptive limits are cut by another factor than the default."""
     return "" if control.adaptive_decrease == DEFAULT_ADAPTIVE_DECREASE else f", cut x{control.adaptive_decrease:g}"
+
+
+def aging(control: QueueControl | None) -> str:
+    """One line: a queue's priority aging (empty when none)."""
+    if control is None or control.aging is None:
+        return ""
+    return f"\npriority aging of queue {control.queue!r}: one level per {control.aging:g} s waited"
 
 
 def _stamp(moment: datetime) -> str:

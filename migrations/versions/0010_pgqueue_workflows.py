@@ -56,6 +56,12 @@ UPGRADE = (
     "functions/partition_depths/0010.sql",
     "functions/prune_partitions/0010.sql",
     # end issue 28
+    # issue 28: the cheaper partitioned reservation, priority aging
+    "functions/partition_allowance/0010.sql",
+    "functions/reserve_partitions/0010.sql",
+    "functions/aged_priority/0010.sql",
+    "functions/reserve/0010.sql",
+    "functions/set_aging/0010.sql",
 )
 
 # The downgrade to pgqueue_0009: undo the table changes and drop the functions this revision
@@ -85,6 +91,10 @@ DOWNGRADE = (
     "functions/partition_status/0009.sql",
     "functions/prune_partitions/0009.sql",
     # end issue 28
+    # issue 28: the cheaper partitioned reservation, priority aging
+    "functions/partition_allowance/0009.sql",
+    "functions/reserve_partitions/0009.sql",
+    "functions/reserve/0009.sql",
 )
 
 

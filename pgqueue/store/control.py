@@ -49,6 +49,8 @@ class QueueControl:
     multiplies the queue's adaptive limits by (its own and its partitions'). ``partition_adaptive_min``,
     ``partition_adaptive_max``: the bounds every partition's concurrency moves in (issue 28; None: not
     adaptive; ``partition_concurrency`` is then where a partition starts).
+    ``aging``: priority aging, the seconds a ready job waits
+    per priority level it gains (:meth:`pgqueue.Client.set_aging`); None: strict priorities.
     """
 
     queue: str
@@ -69,6 +71,7 @@ class QueueControl:
     adaptive_decrease: float = 0.9
     partition_adaptive_min: int | None = None
     partition_adaptive_max: int | None = None
+    aging: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,11 @@ class ControlStatements(Pooled):
                 await conn.execute(query("set_limits"), (queue, concurrency, rate_limit, rate_period, burst))
                 await conn.execute(query("set_adaptive_limit"), (queue, low, high))
                 await conn.execute(query("set_adaptive_decrease"), (queue, adaptive_decrease))
+
+    async def set_aging(self, queue: str, seconds: float | None) -> None:
+        """Set (None: clear) the priority aging of ``queue`` (issue 28): seconds per level gained."""
+        with storage_errors(f"setting the priority aging of queue {queue!r}"):
+            await self._run("set_aging", (queue, seconds))
 
     async def set_partition_limits(self, queue: str, concurrency: int | None, rate_limit: int | None,  # one per column
                                    rate_period: float | None, burst: int | None, fair: bool,

@@ -400,13 +400,22 @@ class Fetcher:
 
     # -------------------------------------------------------------------- idle
     async def _idle_wait(self) -> None:
-        """Sleep until notified, until the next job is due, or for the poll interval at most."""
+        """Sleep until notified, until the next job is due, until one of this worker's executions
+        ends, or for the poll interval at most.
+
+        An execution that ends may have held a queue's or a partition's concurrency limit at
+        its ceiling (the reason the last reservation came back short): its ack rides with the
+        next reservation, which may then be granted the freed slot at once (issue 28: without
+        this, a worker under a limit reserved once per ``next_due`` re-look, 50 ms, and a queue
+        limit of 40 drained at a twentieth of the unlimited rate). One more reservation per
+        execution that ends while the queues are short of ready jobs: it carries the ack the
+        completer would have sent alone."""
         loop = asyncio.get_running_loop()
         poll_deadline = loop.time() + self.poll_interval
         # Let the executions just started take their first step (up to their handler's first
         # await) before the next_due round trip: a job that woke an idle worker starts sooner.
         await asyncio.sleep(0)
-        while not self._wakeup.is_set():
+        while not self._wakeup.is_set() and not self._ended_since_reserve:
             self._rescheduled.clear()
             try:
                 due = await self._store.next_due(self.queues)
@@ -417,8 +426,8 @@ class Fetcher:
                 due = None
             cap = poll_deadline - loop.time()
             wait = cap if due is None else min(due, cap)
-            if wait <= 0 or self._wakeup.is_set():
-                if due is not None and due <= 0:
+            if wait <= 0 or self._wakeup.is_set() or self._ended_since_reserve:
+                if due is not None and due <= 0 and not self._ended_since_reserve:
                     # Due now yet not reserved: locked by another worker's reservation in
                     # flight. Yield briefly instead of spinning on the database.
                     await self._sleep(0.001)
@@ -434,12 +443,16 @@ class Fetcher:
         """Sleep; True if a delayed job was enqueued meanwhile (and nothing else woke us)."""
         wakeup = asyncio.ensure_future(self._wakeup.wait())
         rescheduled = asyncio.ensure_future(self._rescheduled.wait())
+        waits = [wakeup, rescheduled]
+        if self.running:  # one of them ending is a reason to look again (see _idle_wait)
+            self._slot_free.clear()
+            waits.append(asyncio.ensure_future(self._slot_free.wait()))
         try:
-            await asyncio.wait((wakeup, rescheduled), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            wakeup.cancel()
-            rescheduled.cancel()
-        return self._rescheduled.is_set() and not self._wakeup.is_set()
+            for waiting in waits:
+                waiting.cancel()
+        return self._rescheduled.is_set() and not self._wakeup.is_set() and not self._ended_since_reserve
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

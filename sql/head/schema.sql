@@ -244,10 +244,14 @@ create table pgqueue.queues (
     partition_adaptive_min integer,
     partition_adaptive_max integer,
     partition_adaptive     boolean not null default false,
+    -- issue 28: priority aging (pgqueue.set_aging): a ready job counts one priority level higher
+    -- per this much waited (null: no aging).
+    aging            interval,
     constraint queues_adaptive_decrease check (adaptive_decrease > 0 and adaptive_decrease < 1),
     constraint queues_partition_adaptive check ((partition_adaptive_min is null) = (partition_adaptive_max is null)
         and (partition_adaptive_min is null
-             or (partition_adaptive_min >= 1 and partition_adaptive_max >= partition_adaptive_min)))
+             or (partition_adaptive_min >= 1 and partition_adaptive_max >= partition_adaptive_min))),
+    constraint queues_aging check (aging is null or aging > interval '0')
 );
 
 -- What pgqueue.ack probes to learn whether any queue is adaptive: empty unless one is.

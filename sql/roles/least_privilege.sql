@@ -11,7 +11,7 @@
 --   pgqueue_operator  read jobs, failed_jobs, queue_stats, job_stats, completed_jobs, queues, schedules and
 --                     schedule_ticks; retry_failed, retry_failed_all, forget_failed, flush_failed, clear, cancel,
 --                     pause, resume, set_limits, set_adaptive_limit, set_adaptive_decrease,
---                     set_partition_adaptive_limit (issue 28)
+--                     set_partition_adaptive_limit, set_aging (issue 28)
 --
 -- How: none of the three may write to a table or use the sequence (operators only read). The stored functions
 -- run with the privileges of their owner (SECURITY DEFINER) and a fixed search_path, so a
@@ -148,6 +148,9 @@ alter function pgqueue.set_limits(text, integer, integer, double precision, inte
     security definer set search_path = pg_catalog, pg_temp;
 -- issue 28: adaptive limits
 alter function pgqueue.set_adaptive_limit(text, integer, integer)
+    security definer set search_path = pg_catalog, pg_temp;
+-- issue 28: priority aging
+alter function pgqueue.set_aging(text, double precision)
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.backpressure(uuid, bigint, double precision)
     security definer set search_path = pg_catalog, pg_temp;
@@ -316,6 +319,8 @@ grant execute on function
     pgqueue.resume(text),
     pgqueue.set_limits(text, integer, integer, double precision, integer),
     pgqueue.set_adaptive_limit(text, integer, integer),
+    -- issue 28: priority aging
+    pgqueue.set_aging(text, double precision),
     -- issue 29: search and bulk actions
     pgqueue.jobs_matching(pgqueue.jobs, text, text, jsonb, text, timestamptz, timestamptz),
     pgqueue.cancel_matching(uuid[], text, text, jsonb, text, timestamptz, timestamptz, integer),

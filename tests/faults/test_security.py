@@ -211,6 +211,8 @@ async def test_least_privilege_roles(dsn: str, roles: dict[str, str], fault_pypr
         # issue 28, revision 0010: adaptive partitions and the cut's factor are the operator's too.
         await operator.set_partition_limit("default", "tenant:1", adaptive=(1, 3))
         await operator.set_limits(concurrency=2, adaptive_decrease=0.5)
+        await operator.set_aging("default", 30)  # issue 28: priority aging
+        assert [c.aging for c in await operator.controls()] == [30.0]
         o = roles["operator"]
         assert scalar_as(o, "select string_agg(schedule, ',') from pgqueue.schedule_ticks") == "app:tick"
         assert scalar_as(o, "select string_agg(name, ',') from pgqueue.schedules") == "app:tick"

@@ -108,3 +108,7 @@ alter table pgqueue.partitions
 drop index pgqueue.queues_adaptive_idx;
 create index queues_adaptive_idx on pgqueue.queues (name) where adaptive_min is not null or partition_adaptive;
 -- end issue 28
+
+-- issue 28: priority aging (pgqueue.set_aging, pgqueue.aged_priority, read by pgqueue.reserve)
+alter table pgqueue.queues add column aging interval,
+    add constraint queues_aging check (aging is null or aging > interval '0');
