@@ -41,6 +41,7 @@ from pgqueue.control import (
     QueueControl,
     format_rate,
     parse_adaptive,
+    parse_aging,
     parse_decrease,
     parse_rate,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "load_settings",
     "normalize_dsn",
     "parse_adaptive",
+    "parse_aging",
     "parse_decrease",
     "parse_rate",
     "prepare_database",

@@ -170,3 +170,21 @@ def check_partition_limits(concurrency: int | None, rate_limit: int | None, rate
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000):
         raise QueueConfigurationError(f"weight must be a whole number from 1 to 1000 (or None for 1), got {weight!r}; "
                                       "the limits were not changed")
+
+
+def parse_aging(text: str) -> float:
+    """``"30"``, ``"0.5"``, ``"30s"``, ``"5min"``, ``"2h"`` -> seconds: a priority aging (``queue:limit
+    --aging``) as :func:`check_aging` checks it."""
+    units = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    number, scale = text.strip(), 1.0
+    for unit in sorted(units, key=len, reverse=True):
+        if number.endswith(unit):
+            number, scale = number[: -len(unit)], units[unit]
+            break
+    try:
+        seconds = float(number) * scale
+    except ValueError:
+        raise QueueConfigurationError(
+            f"give seconds (30, 0.5), a number with a unit (30s, 5min, 2h) or 'off', got {text!r}") from None
+    check_aging(seconds)
+    return seconds

@@ -233,7 +233,7 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
                     "rate_limit": None, "rate_period": None, "per_partition_concurrency": None,
                     "per_partition_rate_limit": None, "per_partition_rate_period": None, "fair": False,
                     "adaptive_min": None, "adaptive_max": None, "adaptive_decrease": 0.9,
-                    "per_partition_adaptive_min": None, "per_partition_adaptive_max": None,
+                    "per_partition_adaptive_min": None, "per_partition_adaptive_max": None, "aging_seconds": None,
                     # Two minutes ago: outside the last minute, inside the last 5 and 15.
                     "throughput": {"1": {"succeeded": 0, "failed": 0, "retried": 0, "cancelled": 0},
                                    **{w: {"succeeded": 4, "failed": 1, "retried": 2, "cancelled": 1}

@@ -30,7 +30,6 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 import pgqueue
 from pgqueue import limits
-from pgqueue.control import check_aging
 from pgqueue.embedded import EmbeddedPostgres, require_wheel
 from pgqueue.redaction import Redactor
 from pgqueue_cli import observe, partitions, render, supervisor, workflows
@@ -733,7 +732,7 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         return
     rate_limit = _parsed("--rate", pgqueue.parse_rate, rate)
     factor = _parsed("--adaptive-decrease", pgqueue.parse_decrease, adaptive_decrease)
-    aging_seconds = None if aging in (None, "off") else _parsed("--aging", _aging_seconds, aging)
+    aging_seconds = None if aging in (None, "off") else _parsed("--aging", pgqueue.parse_aging, aging)
     found = target(dsn)
 
     async def limit() -> pgqueue.QueueControl | None:
@@ -766,24 +765,6 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
 
     control = asyncio.run(limit())
     typer.echo(render.limits(queue, control) + render.partition_limits(control) + render.aging(control))
-
-
-def _aging_seconds(text: str) -> float:
-    """``--aging``: seconds (``30``, ``0.5``) or with a unit (``30s``, ``5min``, ``2h``), checked as
-    ``Client.set_aging`` checks them."""
-    units = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    number, scale = text.strip(), 1.0
-    for unit in sorted(units, key=len, reverse=True):
-        if number.endswith(unit):
-            number, scale = number[: -len(unit)], units[unit]
-            break
-    try:
-        seconds = float(number) * scale
-    except ValueError:
-        raise pgqueue.QueueConfigurationError(
-            f"give seconds (30, 0.5), a number with a unit (30s, 5min, 2h) or 'off', got {text!r}") from None
-    check_aging(seconds)
-    return seconds
 
 
 def _partition_limit(queue: str, options: partitions.PartitionOptions, concurrency: int | None,  # noqa: PLR0913

@@ -142,6 +142,10 @@ class Dashboard:
                         capped=history.total >= ATTEMPTS_COUNTED)
 
     # -------------------------------------------------------------- rendering
+    def missing(self, request: Request, page: str, what: str, ident: object) -> HTMLResponse:
+        """The 404 page of a detail page: no ``what`` (job, failure, batch, workflow) ``ident`` here."""
+        return self.render(request, "missing.html", status=404, page=page, what=what, ident=str(ident))
+
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """Render a page (or fragment) with what every template needs: nav, CSRF token, options."""
         csrf = request.cookies.get(CSRF_COOKIE) or getattr(request.state, "csrf", None) or new_csrf_token()

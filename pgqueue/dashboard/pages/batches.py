@@ -48,12 +48,11 @@ async def batch_page(dash: Dashboard, request: Request) -> Response:
     try:
         batch_id = uuid.UUID(request.path_params["batch_id"])
     except ValueError:
-        return dash.render(request, "missing.html", status=404, page="jobs", what="batch",
-                           ident=request.path_params["batch_id"])
+        return dash.missing(request, "jobs", "batch", request.path_params["batch_id"])
     store = await dash.store()
     state = await store.batch_state(batch_id)
     if state is None or state.id != batch_id:
-        return dash.render(request, "missing.html", status=404, page="jobs", what="batch", ident=str(batch_id))
+        return dash.missing(request, "jobs", "batch", batch_id)
     problems: list[str] = []
     after = None
     if request.query_params.get("after"):

@@ -119,13 +119,11 @@ class FailedPages:
         try:
             failure_id = uuid.UUID(request.path_params["failure_id"])
         except ValueError:
-            return dash.render(request, "missing.html", status=404, page="failed", what="failure",
-                               ident=request.path_params["failure_id"])
+            return dash.missing(request, "failed", "failure", request.path_params["failure_id"])
         store = await dash.store()
         row = await store.failed_find(failure_id)
         if row is None:
-            return dash.render(request, "missing.html", status=404, page="failed", what="failure",
-                               ident=str(failure_id))
+            return dash.missing(request, "failed", "failure", failure_id)
         envelope, secrets = dash.redactor.envelope(row["envelope"])
         live = await store.job_find(row["job_id"])
         return dash.render(

@@ -169,8 +169,7 @@ class JobPages:
         try:
             job_id = uuid.UUID(request.path_params["job_id"])
         except ValueError:
-            return dash.render(request, "missing.html", status=404, page="jobs", what="job",
-                               ident=request.path_params["job_id"])
+            return dash.missing(request, "jobs", "job", request.path_params["job_id"])
         store = await dash.store()
         row = await store.job_find(job_id)
         failures = await store.job_failures(job_id, 20)
@@ -184,7 +183,7 @@ class JobPages:
             # its links: a chain's line stays whole); otherwise pgqueue knows nothing of it.
             succeeded = await store.job_state(job_id)
             if succeeded is None and not family:
-                return dash.render(request, "missing.html", status=404, page="jobs", what="job", ident=str(job_id))
+                return dash.missing(request, "jobs", "job", job_id)
         if row is not None:
             envelope, secrets = dash.redactor.envelope(row["envelope"])
         elif not failures:

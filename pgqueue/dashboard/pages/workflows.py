@@ -132,13 +132,11 @@ class WorkflowPages:
         try:
             job_id = uuid.UUID(request.path_params["job_id"])
         except ValueError:
-            return dash.render(request, "missing.html", status=404, page="workflows", what="workflow",
-                               ident=request.path_params["job_id"])
+            return dash.missing(request, "workflows", "workflow", request.path_params["job_id"])
         store = await dash.store()
         flow = await store.workflow_find(job_id)
         if flow is None:
-            return dash.render(request, "missing.html", status=404, page="workflows", what="workflow",
-                               ident=str(job_id))
+            return dash.missing(request, "workflows", "workflow", job_id)
         problems: list[str] = []
         after_seq = 0
         if request.query_params.get("after"):
