@@ -62,10 +62,9 @@ class WorkflowStatements(Pooled):
         ``conflict`` or ``ended`` (the handler ended the block's transaction), and nothing committed:
         the transaction is aborted, the caller rolls it back."""
         try:
-            async with conn.pipeline():
-                await conn.execute(query("workflow_checkpoint_in_transaction"), (job_id, token, seq, name, seconds,
-                                                                                 began))
-                await conn.execute(b"commit")
+            # Bound client-side: two statements in one simple query, one round trip (no pipeline's work).
+            await psycopg.AsyncClientCursor(conn).execute(
+                query("workflow_checkpoint_commit"), (job_id, token, seq, name, seconds, began), prepare=False)
         except psycopg.Error as exc:
             refusal = _REFUSALS.get(exc.sqlstate or "")
             if refusal is None:
