@@ -123,15 +123,20 @@ class WorkflowContext:
     and the step methods, each one checkpoint (see :mod:`pgqueue.workflows`). Steps run one at a time,
     in the order of the code; a context is usable only during the attempt that made it."""
 
-    __slots__ = ("_config", "_in_step", "_job", "_names", "_open", "_recorded", "_seq", "_steps", "_store")
+    __slots__ = ("_config", "_in_step", "_job", "_loaded", "_names", "_open", "_recorded", "_seq", "_steps",
+                 "_store", "_version")
 
-    def __init__(self, job: JobContext, store: Store, steps: Sequence[WorkflowStep],
-                 config: ConnectionConfig | None) -> None:
+    def __init__(self, job: JobContext, store: Store, config: ConnectionConfig | None,
+                 version: tuple[int | None, str] = (None, "")) -> None:
         self._job = job
         self._store = store
         self._config = config
-        self._steps = {step.seq: step for step in steps}
-        self._recorded = {step.name: step.seq for step in steps}
+        self._version = version  # this worker's version of the workflow, and its name
+        # The recorded steps are read with the attempt's first step (a transaction block reads them in
+        # the round trip of its BEGIN): a first run, which has none, pays no round trip for them.
+        self._loaded = False
+        self._steps: dict[int, WorkflowStep] = {}
+        self._recorded: dict[str, int] = {}
         self._names: set[str] = set()
         self._seq = 0
         self._in_step = False
@@ -149,8 +154,32 @@ class WorkflowContext:
 
     @property
     def replaying(self) -> bool:
-        """Whether the next step was recorded by an earlier attempt (it will return its stored result)."""
+        """Whether the next step was recorded by an earlier attempt (it will return its stored result).
+        The recorded steps are read with the attempt's first step: before it, this raises
+        :class:`~pgqueue.errors.WorkflowError` (await a step first)."""
+        if not self._loaded:
+            raise WorkflowError(f"workflow {self.id}: context.replaying is known once the attempt's first step "
+                                "was called (the recorded steps are read with it)")
         return self._seq + 1 in self._steps
+
+    def _record(self, steps: Sequence[WorkflowStep]) -> None:
+        """Take the steps earlier attempts recorded, once per attempt; a workflow that recorded steps
+        under another version of its code fails (it would replay them with other code)."""
+        self._loaded = True
+        self._steps = {step.seq: step for step in steps}
+        self._recorded = {step.name: step.seq for step in steps}
+        version, name = self._version
+        dispatched = self._job.workflow_version
+        if steps and dispatched != version:
+            raise _Terminated(WorkflowDeterminismError(
+                f"workflow {self.id} ({name}) started at version {dispatched} and this worker runs "
+                f"version {version}: it fails rather than replay its steps with other code; keep the old version "
+                "registered under its own name until its runs end"))
+
+    async def _load(self) -> None:
+        """The recorded steps, read before the attempt's first step (one round trip, once)."""
+        if not self._loaded and self._open:
+            self._record(await self._store.workflow_steps(self.id))
 
     # ------------------------------------------------------------------ the steps
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, tries: int = DEFAULT_STEP_TRIES,
@@ -168,6 +197,7 @@ class WorkflowContext:
         if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
             raise WorkflowError(f"step {name!r}: tries must be an integer >= 1, got {tries!r}")
         chosen = DEFAULT_STEP_BACKOFF if backoff is None else Backoff.coerce(backoff)
+        await self._load()
         seq, stored = self._next(name, "step")
         if stored is not None and stored.state == "succeeded":
             return None if stored.result is None else json.loads(stored.result)
@@ -203,6 +233,7 @@ class WorkflowContext:
         workflow runs again once ``delay`` (timedelta or seconds) has passed since the first call."""
         seconds = _seconds(delay, "context.sleep's delay")
         step_name = name or f"sleep#{self._seq + 1}"
+        await self._load()
         seq, stored = self._next(step_name, "sleep")
         if stored is not None and stored.state == "succeeded":
             return
@@ -223,6 +254,7 @@ class WorkflowContext:
         _checked_name(signal, "the signal name of context.wait_for")
         seconds = None if timeout is None else _seconds(timeout, "context.wait_for's timeout")
         step_name = name or f"wait:{signal}#{self._seq + 1}"
+        await self._load()
         seq, stored = self._next(step_name, "signal")
         if stored is not None and stored.state in ("succeeded", "timed_out"):
             outcome, payload = ("done" if stored.state == "succeeded" else "timed_out"), stored.result
@@ -242,6 +274,7 @@ class WorkflowContext:
         if not isinstance(job, Job):
             raise WorkflowError(f"context.run needs a job (e.g. ShipJob(order_id=1)), got {job!r:.80}")
         step_name = name or f"run:{type(job).name}#{self._seq + 1}"
+        await self._load()
         seq, stored = self._next(step_name, "child")
         if stored is not None and stored.state == "succeeded":
             return None if stored.result is None else json.loads(stored.result)
@@ -401,6 +434,8 @@ class _TransactionBlock:
 
     async def __aenter__(self) -> Any:
         context = self._context
+        if not context._loaded and context._open and not context._in_step:  # its own block
+            return await self._enter_first()
         self._seq, stored = context._next(self._name, "transaction")  # its own block
         context._in_step = True  # a step inside the block would not commit with it: refused
         if stored is not None and stored.state == "succeeded":
@@ -418,6 +453,35 @@ class _TransactionBlock:
             context._in_step = False
             await self._exits.aclose()
             raise
+        self._started = time.monotonic()
+        return conn
+
+    async def _enter_first(self) -> Any:
+        """The attempt's first step is this block: the recorded steps are read and the block's transaction
+        begun in one round trip; a replayed block rolls that transaction back and is skipped."""
+        context = self._context
+        pool = context._job._pool  # the pool the worker gave the attempt
+        if pool is None:
+            raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
+                                "connection")
+        conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
+        try:
+            steps, began = await Store.workflow_steps_and_begin(conn, context.id)
+            context._record(steps)  # its own block's context
+            self._seq, stored = context._next(self._name, "transaction")  # its own block
+            if stored is not None and stored.state == "succeeded":
+                self._skipped = True
+                await _roll_back(conn)
+                await self._exits.aclose()
+                context._in_step = True  # its own block: until its exit
+                return _SkippedConnection()
+        except BaseException:
+            await _roll_back(conn)
+            await self._exits.aclose()
+            raise
+        context._in_step = True  # its own block: a step inside it would not commit with it: refused
+        self._conn = conn
+        self._began = began
         self._started = time.monotonic()
         return conn
 
@@ -466,17 +530,11 @@ async def run_workflow(function: Callable[..., Awaitable[Any]], args: dict[str, 
         raise QueueConfigurationError(f"workflow {name!r} needs a worker of a database connection (its steps "
                                       "are rows): it cannot run inline; test it against a database "
                                       "(pgqueue.testing.drain)")
-    store = Store(context._pool)
-    steps = await store.workflow_steps(context.id)
-    flow = WorkflowContext(context, store, steps, context.connection_config)
+    flow = WorkflowContext(context, Store(context._pool), context.connection_config, (version, name))
     try:
-        dispatched = context.workflow_version
-        if steps and dispatched != version:
-            raise _Terminated(WorkflowDeterminismError(
-                f"workflow {context.id} ({name}) started at version {dispatched} and this worker runs "
-                f"version {version}: it fails rather than replay its steps with other code; keep the old version "
-                "registered under its own name until its runs end"))
-        return await function(flow, **args)
+        value = await function(flow, **args)
+        await flow._load()  # a run that called no step: its version is checked all the same
+        return value
     except _Suspended:
         return None  # the attempt ended in the database (parked): the executor sees the decision
     except _Terminated as stop:

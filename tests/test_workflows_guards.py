@@ -42,6 +42,38 @@ async def test_a_transaction_commits_once_and_is_skipped_on_replay(client: Clien
     assert flows.CALLS["tx:charge"] == 3
 
 
+async def test_a_first_block_reads_the_steps_with_its_begin_and_is_skipped_on_replay(client: Client, runs: Runs,
+                                                                                     dsn: str) -> None:
+    await _effects(dsn)
+    flows.FAILURES["peek:charge"] = 1  # the step after the block fails once: the workflow runs twice
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.peeking(key="peek"))
+    assert await finish(handle.result(timeout=30), "the workflow") == 1
+    assert await scalar(dsn, "select count(*) from wf_effects where key = 'peek'") == 1
+    first_before, first_after, second_before, second_after = flows.REPLAYING["peek"]
+    for before in (first_before, second_before):  # before the first step, the steps are not read yet
+        assert isinstance(before, str) and "known once the attempt's first step" in before
+    # after the block: notify not recorded on the first run; recorded (as failed) on the second
+    assert (first_after, second_after) == (False, True)
+    # the replay's block read the recorded steps, found its own and ran nothing (one effect)
+    steps = await rows(dsn, "select seq, name, kind, state from pgqueue.workflow_steps order by seq")
+    assert [(s["seq"], s["name"], s["kind"], s["state"]) for s in steps] == [
+        (1, "debit", "transaction", "succeeded"), (2, "notify", "step", "succeeded")]
+
+
+async def test_a_first_block_whose_place_another_step_holds_fails_and_writes_nothing(client: Client, runs: Runs,
+                                                                                    dsn: str) -> None:
+    await _effects(dsn)
+    handle = await client.dispatch(flows.peeking(key="moved"))
+    await rows(dsn, "insert into pgqueue.workflow_steps (job_id, seq, name, kind, state, result) "
+                    "values (%s, 1, 'old-debit', 'step', 'succeeded', '1') returning seq", (handle,))
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    failure = await wait_until(lambda: _failure(client, handle), "the workflow's failure")
+    assert failure.exception == "pgqueue.errors.WorkflowDeterminismError"
+    assert "'debit'" in failure.message and "'old-debit'" in failure.message
+    assert await scalar(dsn, "select count(*) from wf_effects where key = 'moved'") == 0
+
+
 async def test_a_stale_holder_records_nothing_and_its_writes_roll_back(client: Client, dsn: str) -> None:
     await _effects(dsn)
     handle = await client.dispatch(flows.transfer(key="stale"))

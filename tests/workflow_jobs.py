@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from pgqueue import Job, JobContext, WorkflowContext, WorkflowTimeout, workflow
+from pgqueue.errors import WorkflowError
 
 #: How many times each (test key, step) function ran in this process.
 CALLS: Counter[str] = Counter()
@@ -186,3 +187,22 @@ async def packing_parent(context: WorkflowContext, key: str) -> str:
 async def self_committing(context: WorkflowContext, key: str) -> None:
     async with context.transaction("commits") as conn:
         await conn.execute("commit")  # the block's transaction is the block's: refused
+
+
+#: What ``context.replaying`` said in :func:`peeking` (before its first step, then before its second).
+REPLAYING: dict[str, list[object]] = {}
+
+
+@workflow(queue="wf", tries=2)
+async def peeking(context: WorkflowContext, key: str) -> int:
+    """A transaction block first (its steps are read with its BEGIN), then a step that may fail."""
+    seen = REPLAYING.setdefault(key, [])
+    try:
+        seen.append(context.replaying)
+    except WorkflowError as exc:
+        seen.append(str(exc))
+    async with context.transaction("debit") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'debit')", (key,))
+    seen.append(context.replaying)
+    await context.step("notify", charge, key, 1, backoff=0)
+    return 1

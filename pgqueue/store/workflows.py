@@ -7,10 +7,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.rows import class_row, tuple_row
 
 from pgqueue.errors import WorkflowError
 from pgqueue.resources import query
@@ -55,6 +56,21 @@ class WorkflowStatements(Pooled):
         return str(await self._value("workflow_checkpoint", (job_id, token, seq, name, "step", result, seconds)))
 
     @staticmethod
+    async def workflow_steps_and_begin(conn: psycopg.AsyncConnection[Any],
+                                       job_id: uuid.UUID) -> tuple[list[WorkflowStep], str]:
+        """The first ``context.transaction()`` block of an attempt: the workflow's checkpoints (as
+        :meth:`workflow_steps`) read, then the block's transaction begun on ``conn`` (autocommit), in one
+        round trip; returns the steps and the transaction's id (as :func:`begin_transaction`)."""
+        cur = psycopg.AsyncClientCursor(conn, row_factory=class_row(WorkflowStep))
+        await cur.execute(query("workflow_steps_transaction_begin"), (job_id,), prepare=False)
+        steps: list[WorkflowStep] = await cur.fetchall()
+        ids = cast("psycopg.AsyncClientCursor[tuple[Any, ...]]", cur)
+        ids.row_factory = tuple_row
+        ids.nextset()  # BEGIN's
+        ids.nextset()
+        return steps, str(first(await ids.fetchone()))
+
+    @staticmethod
     async def workflow_commit_checkpoint(conn: psycopg.AsyncConnection[Any], began: str, job_id: uuid.UUID,
                                          token: int, seq: int, name: str, seconds: float) -> str:
         """``context.transaction(name)``'s end: the step's checkpoint and the COMMIT of the block's
@@ -62,10 +78,9 @@ class WorkflowStatements(Pooled):
         ``conflict`` or ``ended`` (the handler ended the block's transaction), and nothing committed:
         the transaction is aborted, the caller rolls it back."""
         try:
-            async with conn.pipeline():
-                await conn.execute(query("workflow_checkpoint_in_transaction"), (job_id, token, seq, name, seconds,
-                                                                                 began))
-                await conn.execute(b"commit")
+            # Bound client-side: two statements in one simple query, one round trip (no pipeline's work).
+            await psycopg.AsyncClientCursor(conn).execute(
+                query("workflow_checkpoint_commit"), (job_id, token, seq, name, seconds, began), prepare=False)
         except psycopg.Error as exc:
             refusal = _REFUSALS.get(exc.sqlstate or "")
             if refusal is None:
