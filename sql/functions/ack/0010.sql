@@ -18,6 +18,8 @@
 -- Revision 0010: the same probe finds queues with adaptive partitions (pgqueue.set_partition_adaptive_limit);
 -- pgqueue.adaptive_acked then also counts the acks of each adaptive partition's window (its row of
 -- pgqueue.partitions). The plain path collects the partition of each acked job besides its queue.
+-- Locks are taken in one order everywhere: jobs, then a queue's or partition's row, then the
+-- history's (pgqueue.job_stats) row.
 -- From psql:  select * from pgqueue.ack(array['<job id>']::uuid[], array[<token>]::bigint[]);
 create or replace function pgqueue.ack(p_ids uuid[], p_tokens bigint[], p_durations double precision[],
                                        p_waits double precision[], p_keep boolean)
@@ -63,13 +65,16 @@ begin
            array_agg(d.duration), array_agg(d.latency), array_agg(d.id) filter (where d.has_dependents)
     into v_ids, v_tokens, v_queues, v_partitions, v_names, v_durations, v_latencies, v_ended
     from done d;
-    perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
-    if v_ended is not null then
-        perform pgqueue.jobs_ended(v_ended, 'succeeded');
-    end if;
+    -- The adaptive windows first: a queue's or partition's row is locked before the history's row,
+    -- as pgqueue.backpressure and pgqueue.reserve take them, so an ack never waits on one while
+    -- holding the other in the opposite order (a deadlock, which failed a job of tries = 1).
     if v_queues is not null
        and exists (select from pgqueue.queues q where q.adaptive_min is not null or q.partition_adaptive) then
         perform pgqueue.adaptive_acked(v_queues, v_partitions);
+    end if;
+    perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
+    if v_ended is not null then
+        perform pgqueue.jobs_ended(v_ended, 'succeeded');
     end if;
     -- Answer per (id, token) pair as given, so a stale pair never borrows the verdict of
     -- a matching pair for the same job.
