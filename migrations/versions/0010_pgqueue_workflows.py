@@ -31,6 +31,7 @@ UPGRADE = (
     "functions/signal/0010.sql",
     "functions/prune_workflows/0010.sql",
     "functions/cancel/0010.sql",
+    "functions/retry_failed_matching/0010.sql",
     # issue 26: blocked jobs in search and bulk actions
     "functions/jobs_matching/0010.sql",
     # issue 26: a retried batch member or parent (batches recounted, dependents back)
@@ -70,6 +71,7 @@ DOWNGRADE = (
     "revisions/0010/downgrade.sql",
     # issue 27: cancel without the workflow's children
     "functions/cancel/0005.sql",
+    "functions/retry_failed_matching/0009.sql",
     # issue 26: blocked jobs in search and bulk actions
     "functions/jobs_matching/0009.sql",
     # issue 26: a retried batch member or parent (jobs_requeued dropped in revisions/0010/downgrade.sql)

@@ -15,6 +15,13 @@
 --      pgqueue.add_dependencies judges a parent) are put back as well, waiting for their open
 --      parents (their latest failure record removed, like a retry; within their deadline), and
 --      this applies to them in turn: a retried parent brings back its chain, transitively.
+--   0. (issue 27) A workflow whose last step waits for a child (it was cancelled while it waited:
+--      pgqueue.cancel cancelled the child with it) or failed on one (the child's failure failed the
+--      workflow), a child that ended in failed_jobs and is not queued again, resumes where it
+--      stopped: that child is retried first (pgqueue.retry_failed, so its own children and
+--      dependents follow; not past its deadline), a failed step waits for it again, and 2. below
+--      makes the workflow wait for it. Other steps are kept as they are (a step that failed runs
+--      again with fresh tries; a child failure the code caught replays as it was).
 -- From psql (what retry_failed does for you):  select pgqueue.jobs_requeued(array['<job id>']::uuid[]);
 create or replace function pgqueue.jobs_requeued(p_ids uuid[])
 returns void
@@ -25,10 +32,33 @@ declare
     v_batches uuid[];
     v_waiting uuid[];
     v_restored uuid[];
+    v_child record;
 begin
     if cardinality(p_ids) is null then
         return;
     end if;
+    -- 0. issue 27: a workflow put back gets back the child its last step waits for or failed on.
+    for v_child in
+        select s.job_id, s.seq, s.state, f.id as failure_id
+        from pgqueue.jobs j
+        cross join lateral (select w.job_id, w.seq, w.kind, w.state, w.child_id from pgqueue.workflow_steps w
+                            where w.job_id = j.id order by w.seq desc limit 1) s
+        cross join lateral (select f.id, f.envelope from pgqueue.failed_jobs f where f.job_id = s.child_id
+                            order by f.failed_at desc, f.id limit 1) f
+        where j.id = any (p_ids) and j.envelope ? 'workflow'
+          and s.kind = 'child' and s.state in ('waiting', 'failed')
+          and not exists (select 1 from pgqueue.jobs c where c.id = s.child_id)
+          and (f.envelope->>'retry_until' is null
+               or to_timestamp((f.envelope->>'retry_until')::double precision) >= clock_timestamp())
+        order by s.job_id
+    loop
+        perform pgqueue.retry_failed(v_child.failure_id);
+        if v_child.state = 'failed' then
+            update pgqueue.workflow_steps w set state = 'waiting', error = null, ended_at = null
+            where w.job_id = v_child.job_id and w.seq = v_child.seq;
+        end if;
+    end loop;
+
     -- 1. Batch members ended once, counted again as pending.
     select array_agg(distinct m.batch_id order by m.batch_id) into v_batches
     from pgqueue.batch_members m where m.job_id = any (p_ids) and m.outcome is not null;
