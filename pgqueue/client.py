@@ -123,13 +123,13 @@ class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperat
                 dsn = self._dsn
             store = self._stores.get(dsn)
             if store is None:
-                # One pool per DSN, whichever call opens it first (open() passes no connection):
-                # any database connection on this DSN that is behind PgBouncer turns them off.
-                prepared = all(c.prepared_statements and not c.transaction_pooler
-                               for c in self.settings.connections.values()
-                               if c.driver == "database" and (c.dsn or self._dsn) == dsn)
+                # One pool per DSN (the first call opens it); PgBouncer on it: no prepared statements, no SET.
+                on = [c for c in self.settings.connections.values()
+                      if c.driver == "database" and (c.dsn or self._dsn) == dsn]
+                prepared = all(c.prepared_statements and not c.transaction_pooler for c in on)
+                configure = None if any(c.transaction_pooler for c in on) else Store.read_committed  # issue 27
                 pool = AsyncConnectionPool(
-                    dsn, min_size=1, max_size=self.pool_size, open=False, name="pgqueue",
+                    dsn, min_size=1, max_size=self.pool_size, open=False, name="pgqueue", configure=configure,
                     kwargs={"autocommit": True, "prepare_threshold": 5 if prepared else None},
                 )
                 try:

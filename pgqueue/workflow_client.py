@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pgqueue.errors import QueuePayloadError, WorkflowError
 from pgqueue.jsonvalues import check_json_safe, dumps_json
 from pgqueue.store import Store, WorkflowStep
-from pgqueue.workflows import MAX_NAME_LENGTH, MAX_SIGNAL_BYTES
+from pgqueue.workflows import MAX_SIGNAL_BYTES, name_problem
 
 if TYPE_CHECKING:
     from pgqueue.config import ConnectionConfig, Settings
@@ -28,9 +28,9 @@ def signal_arguments(workflow_id: uuid.UUID | str, name: str, payload: Any) -> t
     except ValueError:
         raise WorkflowError(f"{workflow_id!r} is not a workflow id (a UUID, as dispatch returned it); "
                             "no signal was sent") from None
-    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH:
-        raise WorkflowError(f"a signal name must be a string of 1 to {MAX_NAME_LENGTH} characters, got "
-                            f"{name!r:.80}; no signal was sent")
+    problem = name_problem(name, "a signal name")
+    if problem is not None:
+        raise WorkflowError(f"{problem}; no signal was sent")
     if payload is None:
         return job_id, name, None
     try:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pgqueue.workflows")
 
-__all__ = ["MAX_NAME_LENGTH", "MAX_SIGNAL_BYTES", "WorkflowContext", "run_workflow"]
+__all__ = ["MAX_NAME_LENGTH", "MAX_SIGNAL_BYTES", "WorkflowContext", "name_problem", "run_workflow"]
 
 #: The longest step or signal name (characters), as the tables check.
 MAX_NAME_LENGTH = 200
@@ -97,10 +97,25 @@ def _seconds(value: timedelta | float, what: str) -> float:
     return float(seconds)
 
 
+def name_problem(name: object, what: str) -> str | None:
+    """Why ``name`` cannot be a step's or a signal's name (``what`` says which), or None: a string of 1 to
+    :data:`MAX_NAME_LENGTH` characters that PostgreSQL text can hold (no NUL, no lone surrogate)."""
+    if isinstance(name, str) and 1 <= len(name) <= MAX_NAME_LENGTH and "\x00" not in name:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return None
+    return (f"{what} must be a string of 1 to {MAX_NAME_LENGTH} characters without NUL or lone surrogates "
+            f"(PostgreSQL text holds neither), got {name!r:.80}")
+
+
 def _checked_name(name: object, what: str) -> str:
-    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH:
-        raise WorkflowError(f"{what} must be a string of 1 to {MAX_NAME_LENGTH} characters, got {name!r:.80}")
-    return name
+    problem = name_problem(name, what)
+    if problem is not None:
+        raise WorkflowError(problem)
+    return name  # type: ignore[return-value]  # a str: name_problem said so
 
 
 class WorkflowContext:
@@ -420,8 +435,10 @@ async def run_workflow(function: Callable[..., Awaitable[Any]], args: dict[str, 
         return None  # the attempt ended in the database (parked): the executor sees the decision
     except _Terminated as stop:
         await context.fail(stop.error)
-    except (WorkflowTimeout, WorkflowChildError) as exc:
-        await context.fail(exc)  # every replay would raise the same: no retry
+    except WorkflowError as exc:
+        # A timeout, a failed child, or the workflow's bad use of its context (a bad name or delay, a
+        # context.run of a non-job): every replay would raise the same, so no try is spent on it.
+        await context.fail(exc)
     finally:
         flow._close()
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from psycopg import AsyncConnection
 from psycopg.rows import class_row, dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -37,6 +38,13 @@ class Pooled:
     def pool(self) -> AsyncConnectionPool[Any]:
         """The connection pool this store runs its statements on."""
         return self._pool
+
+    @staticmethod
+    async def read_committed(conn: AsyncConnection[Any]) -> None:
+        """A pool's ``configure``: the new connection's transactions are READ COMMITTED, whatever the
+        database's or role's ``default_transaction_isolation`` (pgqueue's statements rely on it; so do
+        the transaction blocks that run on the pool's connections). One round trip per connection."""
+        await conn.execute(query("session_read_committed"), prepare=False)
 
     async def _run(self, name: str, params: Params = None) -> None:
         """Run the statement, reading nothing back."""
