@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pgqueue.errors import QueuePayloadError, WorkflowError
 from pgqueue.jsonvalues import check_json_safe, dumps_json
-from pgqueue.store import Store, WorkflowStep
+from pgqueue.store import WORKFLOW_COUNT_CAP, WORKFLOW_STATES, Store, WorkflowCounts, WorkflowStep
 from pgqueue.workflows import MAX_SIGNAL_BYTES, name_problem
 
 if TYPE_CHECKING:
     from pgqueue.config import ConnectionConfig, Settings
 
-__all__ = ["WORKFLOW_STATES", "WorkflowOperations", "signal_arguments"]
-
-#: The states of ``pgqueue.workflows`` (``workflow:list --state``).
-WORKFLOW_STATES = ("waiting", "delayed", "running", "sleeping", "waiting_signal", "waiting_child")
-
+__all__ = ["WORKFLOW_COUNT_CAP", "WORKFLOW_STATES", "WorkflowCounts", "WorkflowOperations", "signal_arguments"]
 
 def signal_arguments(workflow_id: uuid.UUID | str, name: str, payload: Any) -> tuple[uuid.UUID, str, str | None]:
     """A signal's id, name and payload (JSON text) checked; WorkflowError says what is wrong, nothing is sent."""
@@ -95,3 +91,12 @@ class WorkflowOperations:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise WorkflowError(f"limit must be a positive integer, got {limit!r}")
         return await (await self._store(self.settings.connection(connection))).workflows(state, limit)
+
+    async def workflow_counts(self, *, cap: int = WORKFLOW_COUNT_CAP,
+                              connection: str | None = None) -> WorkflowCounts:
+        """The live workflows by state (``pgqueue.workflows``: running, sleeping, waiting for a signal or a
+        child, ...), reading at most ``cap`` + 1 of them (one index probe each), so the cost stays bounded
+        with any number of jobs or workflows; above ``cap`` the counts say so (``capped``)."""
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= 1_000_000:
+            raise WorkflowError(f"cap must be an integer from 1 to 1,000,000, got {cap!r}")
+        return await (await self._store(self.settings.connection(connection))).workflow_counts(cap)

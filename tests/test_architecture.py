@@ -302,7 +302,8 @@ STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATT
                "alembic_user_versions_delete", "alembic_user_versions_insert", "pgqueue_schema_exists",
                "DispatchedJob", "dispatched_jobs_on_sync", "FailureSearch", "JobSearch", "RegisteredWorker",
                "WorkerIdentity", "DebouncedDispatch", "PartitionStatus", "Wait", "BatchLink", "Link",
-               "BatchState", "WorkflowStep"}
+               "BatchState", "WorkflowStep", "WorkflowCounts", "WORKFLOW_COUNT_CAP",
+               "WORKFLOW_STATES"}
 
 
 def test_the_store_is_a_package_of_small_domain_modules() -> None:

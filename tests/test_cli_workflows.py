@@ -66,3 +66,14 @@ def test_workflow_show_list_and_signal(dsn: str, conn: psycopg.Connection[Any], 
     assert empty.returncode != 0 and "signal name" in one_error_line(empty.stderr)
     assert scalar(conn, "select count(*) from pgqueue.workflow_signals where job_id = %s", (flow,)) == 2
     assert scalar(conn, "select available_at <= now() from pgqueue.jobs where id = %s", (flow,))
+
+
+def test_queue_status_counts_the_workflows_by_state(dsn: str, conn: psycopg.Connection[Any], tmp_path: Path) -> None:
+    _waiting_workflow(conn)
+    scalar(conn, "select pgqueue.enqueue(%s, 600)", (Jsonb(envelope("flows") | {"workflow": 1}),))
+    text, as_json = pgqueue_all(("queue:status", "--dsn", dsn), ("queue:status", "--json", "--dsn", dsn),
+                                cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "workflows: 2 live: 1 delayed, 1 waiting_signal" in text.stdout.splitlines()
+    assert json.loads(as_json.stdout)["workflows"] == {"waiting": 0, "delayed": 1, "running": 0, "sleeping": 0,
+                                                       "waiting_signal": 1, "waiting_child": 0, "capped": False}

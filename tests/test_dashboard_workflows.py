@@ -294,3 +294,35 @@ async def test_the_ended_list_is_bounded_and_a_pruned_workflow_is_gone(client: C
             await conn.execute("select pgqueue.prune_workflows(100)")
             assert (await web.get(f"/workflows/{states['succeeded']}")).status_code == 404
             assert listed((await web.get("/workflows?state=ended")).text) == [str(states["failed"])]
+
+
+def workflow_counts(page: str) -> dict[str, str]:
+    """The overview's workflow counts by state (each cell's text, links stripped)."""
+    table = page.split('data-testid="workflow-counts"')[1].split("</table>", maxsplit=1)[0]
+    cells = re.findall(r'data-col="([a-z_]+)">(.*?)</td>', table)
+    return {state: re.sub(r"<[^>]+>", "", text) for state, text in cells}
+
+
+async def test_the_overview_counts_the_workflows_by_state(client: Client, dsn: str, states: dict[str, uuid.UUID],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    async with http_client(create_app(client)) as web:
+        page = (await web.get("/")).text
+        assert workflow_counts(page) == {"waiting": "0", "delayed": "0", "running": "0", "sleeping": "1",
+                                         "waiting_signal": "2", "waiting_child": "1"}
+        assert 'href="/workflows?state=waiting_signal"' in page and "4 live" in page
+        assert 'data-testid="workflow-counts-capped"' not in page
+        # the live refresh's fragment carries them too
+        assert workflow_counts((await web.get("/overview/counts")).text)["sleeping"] == "1"
+        # Beyond the cap, the page reads no more than cap + 1 workflows and says so.
+        monkeypatch.setattr("pgqueue.dashboard.pages.overview.WORKFLOW_COUNT_CAP", 2)
+        capped = (await web.get("/")).text
+        assert sum(int(n.rstrip("+")) for n in workflow_counts(capped).values()) == 3
+        assert 'data-testid="workflow-counts-capped"' in capped and "More than 2 live workflows" in capped
+    counted = await client.workflow_counts()
+    assert counted.states["waiting_signal"] == 2 and counted.total == 4 and not counted.capped
+    assert (await client.workflow_counts(cap=1)).capped
+
+
+async def test_the_overview_shows_no_workflow_counts_without_workflows(client: Client) -> None:
+    async with http_client(create_app(client)) as web:
+        assert 'data-testid="workflow-counts"' not in (await web.get("/")).text

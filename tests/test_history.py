@@ -226,7 +226,9 @@ def test_reading_commands_print_documented_json(dsn: str, conn: psycopg.Connecti
     status = pgqueue("queue:status", "--json", "--dsn", dsn, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
-    assert set(data) == {"queues", "workers_listening"}
+    assert set(data) == {"queues", "workers_listening", "workflows"}
+    assert data["workflows"] == {"waiting": 0, "delayed": 0, "running": 0, "sleeping": 0, "waiting_signal": 0,
+                                 "waiting_child": 0, "capped": False}
     [mail] = data["queues"]
     assert mail == {"queue": "mail", "ready": 1, "delayed": 1, "blocked": 0, "reserved": 0, "expired": 0,
                     "failed": 0, "oldest_ready_age": mail["oldest_ready_age"], "paused": True, "concurrency": None,

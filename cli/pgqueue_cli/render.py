@@ -125,7 +125,9 @@ async def status_data(client: Client, connection: str) -> dict[str, Any]:
             "aging_seconds": c.aging if c else None,
             "throughput": {str(w): windows.get(name, {}).get(str(w), empty) for w in WINDOWS},
         })
-    return {"queues": queues, "workers_listening": await client.listening_workers(connection)}
+    flows = await client.workflow_counts(connection=connection)  # issue 27: at most 10,001 read
+    return {"queues": queues, "workers_listening": await client.listening_workers(connection),
+            "workflows": {**flows.states, "capped": flows.capped}}
 
 
 def history_table(rows: Sequence[JobStatsRow]) -> str:
@@ -152,6 +154,11 @@ async def status(client: Client, connection: str) -> str:
         if control.concurrency is not None or control.rate_limit is not None:
             text += "\n" + limits(control.queue, control)
         text += partition_limits(control) + aging(control)
+    flows = await client.workflow_counts(connection=connection)  # issue 27: at most 10,001 read
+    if flows.total:
+        more = "+" if flows.capped else ""
+        text += (f"\nworkflows: {flows.total:,}{more} live: "
+                 + ", ".join(f"{n:,}{more} {state}" for state, n in flows.states.items() if n))
     return text
 
 

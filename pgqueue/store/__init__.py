@@ -85,7 +85,13 @@ from pgqueue.store.results import ResultStatements
 from pgqueue.store.schedules import ScheduleRow, ScheduleState, ScheduleStatements
 from pgqueue.store.testing import DispatchedJob, TestingStatements, dispatched_jobs_on_sync
 from pgqueue.store.workers import RegisteredWorker, WorkerIdentity, WorkerStatements
-from pgqueue.store.workflows import WorkflowStatements, WorkflowStep
+from pgqueue.store.workflows import (
+    WORKFLOW_COUNT_CAP,
+    WORKFLOW_STATES,
+    WorkflowCounts,
+    WorkflowStatements,
+    WorkflowStep,
+)
 
 
 class Store(DispatchStatements, ScheduleStatements, ReservationStatements, FailedStatements, ControlStatements,
@@ -101,6 +107,8 @@ class Store(DispatchStatements, ScheduleStatements, ReservationStatements, Faile
 
 __all__ = [
     "UNIQUE_ATTEMPTS",
+    "WORKFLOW_COUNT_CAP",
+    "WORKFLOW_STATES",
     "AckBatch",
     "BatchLink",
     "BatchState",
@@ -129,6 +137,7 @@ __all__ = [
     "UniqueDispatch",
     "Wait",
     "WorkerIdentity",
+    "WorkflowCounts",
     "WorkflowStep",
     "ack_in_transaction",
     "ack_in_transaction_sync",

@@ -37,6 +37,28 @@ class WorkflowStep:
     child_id: uuid.UUID | None
 
 
+#: The states of ``pgqueue.workflows`` (``workflow:list --state``), in the order a workflow meets them.
+WORKFLOW_STATES = ("waiting", "delayed", "running", "sleeping", "waiting_signal", "waiting_child")
+#: The most live workflows :meth:`WorkflowStatements.workflow_counts` reads by default.
+WORKFLOW_COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowCounts:
+    """The live workflows by state: ``states`` has every state of :data:`WORKFLOW_STATES` (0 if none);
+    ``capped``: more than ``cap`` workflows exist and the counts are of the ``cap`` + 1 read (each state
+    then has at least that many)."""
+
+    states: dict[str, int]
+    cap: int
+    capped: bool
+
+    @property
+    def total(self) -> int:
+        """The workflows counted (more than :attr:`cap` when :attr:`capped`)."""
+        return sum(self.states.values())
+
+
 #: What pgqueue.workflow_checkpoint raises in a block's transaction, by SQLSTATE.
 _REFUSALS = {"PGQ10": "not_yours", "PGQ11": "conflict", "PGQ12": "ended"}
 
@@ -141,6 +163,15 @@ class WorkflowStatements(Pooled):
         """Live workflows (``pgqueue.workflows``), oldest first, optionally of one state."""
         with storage_errors("listing workflows"):
             return await self._dicts("workflows_list", {"state": state, "limit": limit})
+
+    async def workflow_counts(self, cap: int = WORKFLOW_COUNT_CAP) -> WorkflowCounts:
+        """The live workflows by state (``pgqueue.workflows``), reading at most ``cap`` + 1 of them (one
+        index probe each): counts that add up to more than ``cap`` are of a part of them (``capped``)."""
+        with storage_errors("counting workflows"):
+            found = {str(r["state"]): int(r["workflows"])
+                     for r in await self._dicts("workflow_counts", {"cap": cap})}
+        states = {state: found.get(state, 0) for state in WORKFLOW_STATES}
+        return WorkflowCounts(states, cap, sum(states.values()) > cap)
 
     async def prune_workflows(self, batch: int) -> int:
         """Delete the checkpoints and signals of at most ``batch`` workflows that are gone; how many."""

@@ -17,7 +17,8 @@ from starlette.routing import BaseRoute, Route
 from pgqueue.dashboard.core import Dashboard, NavItem, format_when
 from pgqueue.dashboard.counting import count_queues
 from pgqueue.dashboard.pages.queues import rate_text
-from pgqueue.store import ThroughputBucket
+from pgqueue.dashboard.pages.workflows import STATE_NOTES
+from pgqueue.store import WORKFLOW_COUNT_CAP, ThroughputBucket
 
 NAV = NavItem("Overview", "/", "overview")
 # The throughput chart's ranges: (label, span in minutes, bucket in minutes), aggregated in SQL.
@@ -69,9 +70,12 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
     async def counts_context() -> dict[str, Any]:
         store = await dash.store()
         # Independent reads run side by side, each on a pooled connection of its own.
-        controls, listeners = await asyncio.gather(store.queue_controls(), store.listeners())
+        controls, listeners, flows = await asyncio.gather(store.queue_controls(), store.listeners(),
+                                                          store.workflow_counts(WORKFLOW_COUNT_CAP))
         counted = await count_queues(dash, also=[c.queue for c in controls])
         return {
+            "workflows": flows,  # issue 27: the live workflows by state
+            "workflow_notes": STATE_NOTES,
             "rows": counted.rows,
             "controls": {c.queue: c for c in controls},
             "rate_text": rate_text,

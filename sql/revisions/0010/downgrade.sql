@@ -10,6 +10,7 @@ drop function if exists pgqueue.workflow_steps_of(uuid);
 drop function if exists pgqueue.signal(uuid, text, jsonb);
 drop function if exists pgqueue.prune_workflows(integer);
 drop view if exists pgqueue.workflows;
+drop index if exists pgqueue.jobs_workflows_idx;
 drop table if exists pgqueue.workflow_signals;
 drop table if exists pgqueue.workflow_steps;
 select 1;

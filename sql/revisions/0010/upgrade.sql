@@ -32,6 +32,9 @@ create table pgqueue.workflow_steps (
     constraint workflow_steps_state check (state in ('succeeded', 'retrying', 'failed', 'waiting', 'timed_out'))
 );
 create index workflow_steps_child_id_idx on pgqueue.workflow_steps (child_id) where child_id is not null;
+-- issue 27: the live workflows among the jobs (the view pgqueue.workflows and the overview's counts
+-- read them through it: their cost follows the number of workflows, not of jobs)
+create index jobs_workflows_idx on pgqueue.jobs (id) where envelope ? 'workflow';
 comment on table pgqueue.workflow_steps is
     'pgqueue: workflow checkpoints (issue 27): each step''s result or error, written fenced by the job''s token. May hold business data: restrict access.';
 -- Signals sent to workflows (pgqueue.signal): kept until a wait_for of the name consumes the oldest
