@@ -9,7 +9,9 @@ worker) or, with the server restarted, to an attempt the lost database ended.
 
 Sizes: ``PGQUEUE_FAULT_WORKFLOWS`` (default 1,000, issue 27's: both runs together take about 30 s
 on the shared 2-core machine), ``PGQUEUE_FAULT_SLEEPERS`` (default 1,000, about 8 s;
-``PGQUEUE_FAULT_SLEEPERS=10000`` for the issue's 10,000, about 50 s).
+``PGQUEUE_FAULT_SLEEPERS=10000`` for the issue's 10,000, about 50 s), ``PGQUEUE_FAULT_PARKED`` (default
+10,000, the issue's: sleepers parked in SQL beside a concurrency-2 worker, then woken by three workers,
+about 50 s).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pgqueue.worker.options import default_prefetch
 from tests.faults.fault_jobs import LedgerJob
 from tests.faults.harness import FaultReport, WorkerFleet, dispatch, fault_settings, scalar, wait_until, write_pyproject
 from tests.faults.ledger import check_ledger, install_ledger
-from tests.faults.workflow_jobs import EFFECTS_DDL, STEPS, five_effects, sleeper
+from tests.faults.workflow_jobs import EFFECTS_DDL, STEPS, five_effects, ledgered_sleeper, sleeper
 
 WORKFLOWS = int(os.environ.get("PGQUEUE_FAULT_WORKFLOWS", "1000"))
 SLEEPERS = int(os.environ.get("PGQUEUE_FAULT_SLEEPERS", "1000"))
@@ -255,6 +257,78 @@ async def test_sleeping_workflows_hold_no_connection_and_no_slot(ledger_dsn: str
     assert int(scalar(ledger_dsn, "select count(*) from workflow_effects")) == 0  # still asleep
     fault_report.add(f"{SLEEPERS} sleeping workflows beside a concurrency-2 worker", 0, check_ledger(
         ledger_dsn, allow_pending=True), sleepers=SLEEPERS, connections=total, leases=held)
+
+
+TEN_THOUSAND = int(os.environ.get("PGQUEUE_FAULT_PARKED", "10000"))
+NAP = 20.0  # seconds from each sleeper's parking to its wake time: the checks below fit in it
+
+
+def _park_all(dsn: str, seconds: float) -> int:
+    """Run every dispatched sleeper's first attempt as a worker would, in SQL: reserved, then its first
+    step (the sleep, ``sleep#1``) recorded by pgqueue.workflow_wait, which parks it. Returns how many."""
+    parked = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [queue] = [r[0] for r in conn.execute(b"select distinct queue from pgqueue.jobs").fetchall()]
+        while True:
+            row = conn.execute(b"select count(*), count(*) filter (where w.outcome = 'parked') from "
+                               b"pgqueue.reserve(array[%s], 1000, 600) r, lateral pgqueue.workflow_wait("
+                               b"r.id, r.token, 1, 'sleep#1', 'sleep', null, %s) w", (queue, seconds)).fetchone()
+            assert row is not None and row[0] == row[1], row
+            if not row[0]:
+                return parked
+            parked += int(row[0])
+
+
+async def test_ten_thousand_sleeping_workflows_cost_rows_and_wake_at_their_time(
+        ledger_dsn: str, fleet: WorkerFleet, fault_pyproject: Path, fault_report: FaultReport) -> None:
+    # Issue 27's proof at its own size: 10,000 sleepers beside a concurrency-2 worker hold no lease, no
+    # slot and no connection (other work runs at once), and each wakes at its time, never before.
+    # Their first attempts run in SQL (the same fenced functions a worker calls), so the test spends its
+    # time on what it proves, not on 10,000 round trips of a small worker.
+    with psycopg.connect(ledger_dsn, autocommit=True) as conn:
+        conn.execute(EFFECTS_DDL)
+    async with Client(settings=fault_settings(ledger_dsn, fault_pyproject)) as producer:
+        await dispatch(producer, [ledgered_sleeper(n=i, seconds=NAP) for i in range(TEN_THOUSAND)])
+        assert _park_all(ledger_dsn, NAP) == TEN_THOUSAND
+        first_wake = float(scalar(ledger_dsn, "select extract(epoch from min(wake_at)) from pgqueue.workflow_steps"))
+        worker = fleet.start(make_conninfo(ledger_dsn, application_name=APP), ledger_dsn=ledger_dsn,
+                             pyproject=fault_pyproject, concurrency=2, imports=IMPORTS)
+        await dispatch(producer, [LedgerJob(n=i) for i in range(100)])
+        await wait_until(lambda: remaining(ledger_dsn) == TEN_THOUSAND, within=NAP,
+                         what="the plain jobs ran beside the sleepers", fleet=fleet)
+        asleep = int(scalar(ledger_dsn, "select count(*) from pgqueue.workflows where state = 'sleeping'"))
+        held = int(scalar(ledger_dsn, "select count(*) from pgqueue.jobs where token is not null"))
+        tries = int(scalar(ledger_dsn, "select count(*) from pgqueue.jobs where attempts > 0"))
+        total, busy = connections(ledger_dsn)
+        before_wake = time.time() < first_wake
+        woken_early = effects(ledger_dsn)
+        # Wake-up: more workers join the small one, so 10,000 resumes end soon after their time.
+        helpers = [fleet.start(ledger_dsn, ledger_dsn=ledger_dsn, pyproject=fault_pyproject, concurrency=16,
+                               imports=IMPORTS) for _ in range(2)]
+        await wait_until(lambda: remaining(ledger_dsn) == 0, within=NAP + 60 + TEN_THOUSAND / 200,
+                         what=f"{TEN_THOUSAND} sleepers woke and ended", fleet=fleet)
+    for process in (worker, *helpers):
+        process.signal(signal.SIGTERM)
+    for process in (worker, *helpers):
+        assert process.wait(30) == 0, fleet.logs()[-3000:]
+    assert before_wake, "the checks ran past the first wake time: raise NAP"
+    assert asleep == TEN_THOUSAND and held == 0 and tries == 0
+    assert busy == 0, f"{busy} of the worker's connections were busy while only sleepers were left"
+    assert total <= 14, f"the worker held {total} connections for {TEN_THOUSAND} sleeping workflows"
+    assert woken_early == 0
+    with psycopg.connect(ledger_dsn, autocommit=True) as conn:
+        late = conn.execute(b"select count(*), count(distinct e.job_id), min(e.at - s.wake_at), "
+                            b"percentile_cont(0.5) within group (order by extract(epoch from e.at - s.wake_at)), "
+                            b"max(e.at - s.wake_at) from workflow_effects e join pgqueue.workflow_steps s "
+                            b"on s.job_id = e.job_id and s.seq = 1").fetchone()
+    assert late is not None
+    rows, workflows, earliest, median, latest = late
+    assert rows == workflows == TEN_THOUSAND  # every sleeper's effect, once
+    assert earliest.total_seconds() >= 0, f"a sleeper woke {earliest} before its time"
+    fault_report.add(f"{TEN_THOUSAND} sleepers parked beside a concurrency-2 worker, then woken", 0,
+                     check_ledger(ledger_dsn, allow_pending=False), sleepers=TEN_THOUSAND, connections=total,
+                     leases=held, wake_lateness_min=earliest.total_seconds(), wake_lateness_median=median,
+                     wake_lateness_max=latest.total_seconds())
 
 
 def test_the_checker_sees_an_effect_written_twice_and_a_try_spent_on_a_live_worker(ledger_dsn: str) -> None:

@@ -4,7 +4,8 @@ processes (``worker_main --import tests.faults.workflow_jobs``).
 - :func:`five_effects`: records each attempt in the ledger (``fault_ledger``: job, attempt, token,
   worker pid), then five steps, each one row in ``workflow_effects`` written through the step's
   ``context.transaction`` — the row commits with the step's checkpoint, fenced by the token;
-- :func:`sleeper`: one durable sleep, then one effect row the same way.
+- :func:`sleeper`: one durable sleep, then one effect row the same way;
+- :func:`ledgered_sleeper`: the same, recording its attempts after the sleep in the ledger.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ async def five_effects(context: WorkflowContext, n: int) -> int:
 async def sleeper(context: WorkflowContext, n: int, seconds: float) -> int:
     """Asleep for ``seconds`` (no lease, connection or slot held), then one effect row."""
     await context.sleep(seconds)
+    async with context.transaction("effect") as conn:
+        await conn.execute(_EFFECT, (context.id, n, 0, context.job.token, os.getpid()))
+    return n
+
+
+@workflow(name="faults:ledgered-sleeper", tries=3)
+async def ledgered_sleeper(context: WorkflowContext, n: int, seconds: float) -> int:
+    """:func:`sleeper` whose attempts after the sleep are in the fault ledger (each run under its token)."""
+    await context.sleep(seconds)
+    await fault_jobs.append(context.job)
     async with context.transaction("effect") as conn:
         await conn.execute(_EFFECT, (context.id, n, 0, context.job.token, os.getpid()))
     return n
