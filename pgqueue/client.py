@@ -37,6 +37,7 @@ from pgqueue.store import (
     UniqueDispatch,
     Wait,
 )
+from pgqueue.sync_dispatch import SyncDispatching
 from pgqueue.tracing import active as tracing_active
 from pgqueue.tracing import producer_carrier
 from pgqueue.worker import Worker
@@ -51,7 +52,7 @@ __all__ = ["Client", "QueueStats", "ScheduleInfo", "default_client", "set_defaul
 logger = logging.getLogger("pgqueue")
 
 
-class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperations):
+class Client(ClientOperations, Composition, DebouncedDispatching, SyncDispatching, WorkflowOperations):
     """Entry point to one pgqueue configuration.
 
     ``Client()`` reads ``[tool.pgqueue]`` and the environment; ``Client(dsn=...)`` overrides
@@ -269,31 +270,6 @@ class Client(ClientOperations, Composition, DebouncedDispatching, WorkflowOperat
             raise QueueDuplicateError(
                 f"job {envelope.name!r} not dispatched: job {result.id} holds unique key {key!r} ({scope})")
         return result
-
-    def dispatch_sync(self, job: Job, *, conn: Any, delay: float = 0.0, queue: str | None = None,  # noqa: PLR0913  # as dispatch
-                  priority: int | None = None, connection: str | None = None, debounce: float | None = None,
-                  key: str | None = None, max_wait: float | None = None,
-                  after: Iterable[uuid.UUID | str] | uuid.UUID | str | None = None,
-                  on_parent_failure: str = "cancel") -> JobHandle:
-        """Synchronous :meth:`dispatch` on the caller's psycopg or SQLAlchemy connection (its transaction)."""
-        check_after(after, f"dispatching {type(job).__name__}", jobs=[job],
-                    debounced=debounce is not None or key is not None or max_wait is not None)
-        if debounce is not None or key is not None or max_wait is not None:
-            key, window = debounce_arguments(job, debounce, key, max_wait, delay, None)
-            return self.job(self.dispatch_debounced_sync(job, key, window, conn=conn, max_wait=max_wait, queue=queue,
-                                                         priority=priority, connection=connection).id)
-        envelope, config = self.envelope(job, queue=queue, priority=priority, connection=connection)
-        delay = check_delay(delay, envelope.name)
-        if (inline := self._inline(config)) is not None:
-            return self.job(inline.dispatch_blocking(job, envelope, delay))
-        text = envelope.encode(config.max_payload_bytes)
-        what = f"dispatching job {envelope.name!r}"
-        if after is None:
-            Store.enqueue_on_sync(conn, text, delay, what=what)
-        else:
-            link = Wait([envelope.id], parent_ids(after, what), check_policy(on_parent_failure, what))
-            Store.enqueue_linked_on_sync(conn, f"[{text}]", [delay] if delay else None, [link], what=what)
-        return self.job(envelope.id)
 
     async def dispatch_many(self, jobs: Iterable[Job], *, conn: Any = None, delay: float | Iterable[float] = 0.0,  # noqa: PLR0913  # the public API, as dispatch
                         queue: str | None = None, connection: str | None = None,

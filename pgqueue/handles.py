@@ -50,7 +50,8 @@ class Attempt:
 
     attempt: int
     failed_at: datetime
-    #: ``retried`` (the job ran again), or the reason of its terminal failure.
+    #: ``retried`` (the job ran again), ``lease_expired`` (its lease ended before the attempt did: the
+    #: worker died, hung or lost the database; the job ran again), or the reason of its terminal failure.
     reason: str
     exception: str | None
     message: str

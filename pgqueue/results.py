@@ -63,7 +63,7 @@ def declared_result(job_type: type[Job]) -> Any:
         try:
             module = sys.modules.get(getattr(target, "__module__", ""), None)
             globalns = dict(getattr(target, "__globals__", vars(module) if module is not None else {}))
-            found = typing.get_type_hints(target, globalns=globalns, localns=dict(vars(job_type))).get("return", Any)
+            found = _resolved_return(raw, globalns, dict(vars(job_type)))
             if found is type(None):
                 found = None
             elif found is not Any:
@@ -77,6 +77,14 @@ def declared_result(job_type: type[Job]) -> Any:
 
 
 _MISSING = object()
+
+
+def _resolved_return(raw: Any, globalns: dict[str, Any], localns: dict[str, Any]) -> Any:
+    """The return annotation ``raw`` resolved alone: a parameter's annotation that cannot be (such as
+    ``context: JobContext`` imported only under ``TYPE_CHECKING``) does not stop the result's check."""
+    def holder() -> None: ...
+    holder.__annotations__ = {"return": raw}
+    return typing.get_type_hints(holder, globalns=globalns, localns=localns).get("return", Any)
 
 
 def result_ttl(job_type: type[Job], envelope: Envelope) -> float:

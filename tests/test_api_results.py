@@ -25,7 +25,7 @@ from pgqueue import (
     QueueResultError,
     job,
 )
-from pgqueue.results import MAX_RESULT_BYTES
+from pgqueue.results import MAX_RESULT_BYTES, declared_result
 from tests.api_support import run_worker
 from tests.worker_support import Runs, client, finish, rows, runs, scalar, settings_for
 
@@ -421,3 +421,20 @@ def test_a_least_privilege_producer_sees_a_secret_jobs_attempts_masked_whole(dsn
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"drop owned by {role}; drop role {role}".encode())
+
+
+class ContextOnlyForTypeCheckers(Job):
+    """Its context's annotation names a class imported only under TYPE_CHECKING (common practice)."""
+
+    name = "tests.results.context_for_type_checkers"
+
+    async def handle(self, context: NotImportedContext) -> int:  # type: ignore[name-defined]  # noqa: F821
+        return 1
+
+
+def test_a_parameter_annotation_that_does_not_resolve_leaves_the_return_checked(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # All hints were resolved at once: one unresolvable parameter made the result unchecked, with a warning.
+    with caplog.at_level("WARNING", logger="pgqueue.results"):
+        assert declared_result(ContextOnlyForTypeCheckers) is int
+    assert caplog.records == []

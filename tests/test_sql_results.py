@@ -73,6 +73,32 @@ def test_the_reservations_doomed_path_records_the_last_attempt(conn: Conn) -> No
     assert (a["attempt"], a["reason"], a["worker"]) == (1, "lease_expired_after_final_attempt", None)
 
 
+def test_an_attempt_whose_lease_expired_is_kept_when_the_job_runs_again(conn: Conn) -> None:
+    # A killed worker's attempt left no trace: attempts counted 2 and job_attempts listed nothing.
+    r = _reserved(conn, tries=3)
+    expire_lease(conn, r["id"])
+    [again] = reserve(conn, ["default"], 1)
+    assert (again["id"], again["attempts"]) == (r["id"], 2)
+    [a] = rows(conn, "select * from pgqueue.job_attempts(%s)", (r["id"],))
+    assert (a["attempt"], a["reason"], a["exception"], a["worker"]) == (1, "lease_expired", None, None)
+    assert "lease of attempt 1 expired" in a["message"]
+    # A prefetched job whose lease expired before its handler started gives its attempt back: no row.
+    p = _reserved(conn, queue="prefetch", tries=3)
+    conn.execute(b"update pgqueue.jobs set prefetched = true where id = %s", (p["id"],))
+    expire_lease(conn, p["id"])
+    [p_again] = reserve(conn, ["prefetch"], 1)
+    assert p_again["attempts"] == 1
+    assert rows(conn, "select * from pgqueue.job_attempts(%s)", (p["id"],)) == []
+    # A partitioned queue's reservation (pgqueue.reserve_partitions) records it too.
+    conn.execute(b"select pgqueue.set_partition_limits('tenants', 2, null, null)")
+    enqueue(conn, envelope("tenants", tries=3) | {"partition": "a"})
+    [t] = reserve(conn, ["tenants"], 1)
+    expire_lease(conn, t["id"])
+    assert [g["id"] for g in reserve(conn, ["tenants"], 1)] == [t["id"]]
+    assert [(a["attempt"], a["reason"]) for a in rows(conn, "select * from pgqueue.job_attempts(%s)",
+                                                      (t["id"],))] == [(1, "lease_expired")]
+
+
 def test_a_release_without_an_error_records_no_attempt(conn: Conn) -> None:
     r = _reserved(conn)
     assert scalar(conn, "select pgqueue.release(%s, %s, 0)", (r["id"], r["token"]))

@@ -322,3 +322,30 @@ async def test_the_longest_period_and_a_whole_number_are_taken(client: Client, d
 async def test_a_bad_scope_is_refused_by_name(client: Client, scope: Any) -> None:
     with pytest.raises(QueueConfigurationError, match=re.escape(f"got {scope!r}; the job was not dispatched")):
         await client.dispatch_unique(Invoice(invoice_id=1), "k", scope=scope)
+
+
+class Receipt(Job):
+    """A job type whose unique key its args derive (``unique_by``)."""
+
+    name = "tests.unique.receipt"
+    unique_by = ("order_id",)
+
+    order_id: int
+
+    async def handle(self, context: JobContext) -> None:
+        return None
+
+
+def test_dispatch_sync_keeps_the_key_unique_by_derives(dsn: str) -> None:
+    # dispatch_sync stored such a job without its key: every dispatch from sync code was a new job.
+    q = Client(settings=settings_for(dsn))
+    with psycopg.connect(dsn) as conn:
+        first = q.dispatch_sync(Receipt(order_id=7), conn=conn)
+        again = Receipt(order_id=7).dispatch_sync(conn, using=q)
+        other = q.dispatch_sync(Receipt(order_id=8), conn=conn)
+        conn.commit()
+    assert again == first and other != first
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute(b"select id, unique_key, unique_scope from pgqueue.jobs order by unique_key").fetchall()
+    assert stored == [(first.id, 'tests.unique.receipt:{"order_id":7}', "queued"),
+                      (other.id, 'tests.unique.receipt:{"order_id":8}', "queued")]

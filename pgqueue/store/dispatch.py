@@ -147,6 +147,16 @@ class DispatchStatements(Pooled):
                                (envelope, delay, key, scope, period))
         return _unique_dispatch(row)
 
+    @staticmethod
+    def enqueue_unique_on_sync(conn: Any, envelope: str, delay: float, key: str, scope: str,
+                               period: float | None, *, what: str = "dispatching a job") -> UniqueDispatch:
+        """:meth:`enqueue_unique_on` for a synchronous connection or session (``dispatch_sync`` of a job
+        type with ``unique_by``)."""
+        with storage_errors(what):
+            row = unwrap_session_sync(conn).execute(query("enqueue_unique"),
+                                                    (envelope, delay, key, scope, period)).fetchone()
+        return _unique_dispatch(row)
+
     async def enqueue_unique_many(self, envelopes: list[str], delays: list[float], keys: list[str | None],
                                   scope: str, period: float | None, *,
                                   what: str = "dispatching jobs") -> list[UniqueDispatch]:

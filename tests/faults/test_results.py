@@ -32,4 +32,6 @@ async def test_a_result_waiter_outlives_the_death_of_its_jobs_worker(ledger_dsn:
         assert not waiter.done() and not sync_waiter.done()
         fleet.start(ledger_dsn, pyproject=pyproject, concurrency=1)  # runs it once the lease has expired
         assert await waiter == 20 and await sync_waiter == 20
+        # The killed attempt is in the job's history, as the lease that expired.
+        assert [(a.attempt, a.reason) for a in (await handle.status()).errors] == [(1, "lease_expired")]
     assert scalar(ledger_dsn, "select count(*) from fault_ledger where job_id = %s", (handle,)) == 2

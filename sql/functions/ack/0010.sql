@@ -18,8 +18,8 @@
 -- Revision 0010: the same probe finds queues with adaptive partitions (pgqueue.set_partition_adaptive_limit);
 -- pgqueue.adaptive_acked then also counts the acks of each adaptive partition's window (its row of
 -- pgqueue.partitions). The plain path collects the partition of each acked job besides its queue.
--- Locks are taken in one order everywhere: jobs, then a queue's or partition's row, then the
--- history's (pgqueue.job_stats) row.
+-- Locks are taken in one order everywhere: jobs, then a queue's or partition's row, then what
+-- waits on the jobs (pgqueue.jobs_ended: dependents, batches), then the history's (pgqueue.job_stats) row.
 -- From psql:  select * from pgqueue.ack(array['<job id>']::uuid[], array[<token>]::bigint[]);
 create or replace function pgqueue.ack(p_ids uuid[], p_tokens bigint[], p_durations double precision[],
                                        p_waits double precision[], p_keep boolean)
@@ -72,10 +72,13 @@ begin
        and exists (select from pgqueue.queues q where q.adaptive_min is not null or q.partition_adaptive) then
         perform pgqueue.adaptive_acked(v_queues, v_partitions);
     end if;
-    perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
+    -- The same for what waits on these jobs: a batch's row is locked before the history's, as
+    -- pgqueue.fail's (through the failed_jobs trigger) is; the ack of one member and the failure
+    -- of another deadlocked on one history shard the other way round.
     if v_ended is not null then
         perform pgqueue.jobs_ended(v_ended, 'succeeded');
     end if;
+    perform pgqueue.record_outcomes('succeeded', v_queues, v_names, v_durations, v_latencies);
     -- Answer per (id, token) pair as given, so a stale pair never borrows the verdict of
     -- a matching pair for the same job.
     return query

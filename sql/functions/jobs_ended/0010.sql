@@ -64,7 +64,6 @@ begin
             )
             select array_agg(m.job_id), array_agg(m.queue), array_agg(m.name)
             into v_doomed, v_queues, v_names from moved m;
-            perform pgqueue.record_outcomes('cancelled', v_queues, v_names, null, null);
         end if;
         with counted as (
             select c.child_id, count(*)::integer as n
@@ -125,6 +124,9 @@ begin
         select array_agg(distinct r.queue) into v_ready from released r;
         perform pg_notify('pgqueue', q) from unnest(v_ready) q;
     end if;
+    -- The cancelled children in the history last: a batch's row before the history's, in every
+    -- statement that ends jobs (no two of them wait on each other in opposite orders).
+    perform pgqueue.record_outcomes('cancelled', v_queues, v_names, null, null);
 end
 $$;
 

@@ -65,6 +65,7 @@ declare
     v_priority smallint;
     v_ids uuid[];
     v_doomed boolean;
+    v_lost boolean;  -- issue 26: a candidate's lease expired unended (its attempt is recorded)
     v_granted integer;
     v_take integer;
     v_control pgqueue.queues;
@@ -148,16 +149,19 @@ begin
                 select r.ids, r.doomed, r.cursor_at, r.credit
                 into v_ids, v_doomed, v_control.partition_cursor, v_control.partition_credit
                 from pgqueue.reserve_partitions(v_control, v_priority, v_take, v_now, v_ready_by) r;
+                v_lost := true;  -- issue 26: not told apart there; the grant below looks
                 if cardinality(v_ids) = 0 then
                     v_ids := null;
                 end if;
             else
             select array_agg(c.id order by c.available_at),
-                   coalesce(bool_or(c.attempts - c.refund >= c.max_tries or c.retry_until < v_now), false)
-            into v_ids, v_doomed
+                   coalesce(bool_or(c.attempts - c.refund >= c.max_tries or c.retry_until < v_now), false),
+                   coalesce(bool_or(c.lost), false)
+            into v_ids, v_doomed, v_lost
             from (
                 select j.id, j.available_at, j.attempts, j.max_tries, j.retry_until,
-                       (j.prefetched and j.token is not null)::integer as refund
+                       (j.prefetched and j.token is not null)::integer as refund,
+                       (j.token is not null and not j.prefetched) as lost
                 from pgqueue.jobs j
                 where j.queue = v_queue and j.priority = v_priority and j.available_at <= v_ready_by
                 order by j.available_at
@@ -206,7 +210,18 @@ begin
                 -- 3. Grant the rest (the doomed rows are gone): attempts + 1, a fresh token,
                 -- the lease in available_at; returned in candidate order (oldest due first).
                 return query
-                with granted as (
+                -- issue 26: an attempt whose lease expired unended (its worker died, hung or lost the
+                -- database; not a prefetched job, whose attempt is given back) is kept in the job's
+                -- attempts (pgqueue.job_attempts), reason 'lease_expired', as a retry's error is.
+                with lost as (
+                    insert into pgqueue.attempt_failures (job_id, attempt, reason, message)
+                    select j.id, j.attempts, 'lease_expired',
+                           format('the lease of attempt %s expired before it ended: its worker died, hung or lost '
+                                  'the database; the job ran again', j.attempts)
+                    from pgqueue.jobs j
+                    where v_lost and j.id = any (v_ids) and j.token is not null and not j.prefetched
+                ),
+                granted as (
                     update pgqueue.jobs j
                     set attempts = j.attempts + 1 - (j.prefetched and j.token is not null)::integer,
                         prefetched = p_max_jobs - v_remaining + array_position(v_ids, j.id) > p_run_now
