@@ -321,3 +321,25 @@ async def test_workflows_run_exactly_once_under_a_stricter_default_isolation(iso
         (key, step, 1) for key in keys for step in ("debit", "credit"))
     assert await scalar(dsn, "select count(*) from pgqueue.failed_jobs") == 0
     assert await scalar(dsn, "select count(*) from pgqueue.workflow_signals where consumed_seq is null") == 0
+
+
+ODD_RESULTS: list[Any] = [{"a": "\x00"}, "\ud800", {"\x00": 1}, [float("inf")], {1, 2}]
+
+
+@workflow(queue="wf", name="tests.workflows_adversarial:returns_oddly")
+async def returns_oddly(context: WorkflowContext, which: int) -> Any:
+    big = await context.step("big", lambda: "x" * 10240)  # 10 KB: kept as it is
+    await context.step("odd", lambda: ODD_RESULTS[which])
+    return len(big)
+
+
+@pytest.mark.parametrize("which", range(len(ODD_RESULTS)))
+async def test_a_step_result_json_cannot_hold_fails_the_workflow_naming_the_step(client: Client, runs: Runs,
+                                                                                  dsn: str, which: int) -> None:
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    flow = await client.dispatch(returns_oddly(which=which))
+    failure = await wait_until(partial(_failure, dsn, flow.id), "the workflow's failure")
+    assert "the result of step 'odd'" in failure["message"] and failure["attempts"] == 1, failure
+    steps = await rows(dsn, "select name, length(result #>> '{}') as n from pgqueue.workflow_steps "
+                            "where job_id = %s order by seq", (flow.id,))
+    assert [(s["name"], s["n"]) for s in steps] == [("big", 10240)]  # the good step kept, the bad one not
