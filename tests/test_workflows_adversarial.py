@@ -283,21 +283,41 @@ async def everything(context: WorkflowContext, key: str) -> Any:
 
 @pytest.fixture
 async def isolated(request: pytest.FixtureRequest, dsn: str) -> AsyncIterator[tuple[Client, str]]:
-    """The test's database with ``default_transaction_isolation`` set (as an operator's ALTER DATABASE
-    would), and a Client whose connections are opened after it."""
-    level = request.param
+    """``default_transaction_isolation`` set as an operator would: for the test's database (``ALTER
+    DATABASE``), or for a login role of its own (``ALTER ROLE``; "role <level>"), and a Client whose
+    connections are opened after it (as that role for the latter)."""
+    asked = str(request.param)
+    by_role = asked.startswith("role ")
+    level = asked.removeprefix("role ")
     name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    role = f"pgq_iso_{uuid.uuid4().hex[:8]}"
+    target = dsn
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("alter database {} set default_transaction_isolation = {}").format(
-            sql.Identifier(str(name)), sql.Literal(level)))
         conn.execute(flows.EFFECTS_DDL)
-    with psycopg.connect(dsn, autocommit=True) as conn:
+        if by_role:  # a role of its own that may use what the migration's owner may (its member)
+            owner = conn.execute("select current_user").fetchone()
+            assert owner is not None
+            conn.execute(sql.SQL("create role {} login in role {}").format(sql.Identifier(role),
+                                                                            sql.Identifier(owner[0])))
+            conn.execute(sql.SQL("alter role {} set default_transaction_isolation = {}").format(
+                sql.Identifier(role), sql.Literal(level)))
+            target = psycopg.conninfo.make_conninfo(dsn, user=role)
+        else:
+            conn.execute(sql.SQL("alter database {} set default_transaction_isolation = {}").format(
+                sql.Identifier(str(name)), sql.Literal(level)))
+    with psycopg.connect(target, autocommit=True) as conn:
         assert conn.execute("show default_transaction_isolation").fetchone() == (level,)
-    async with Client(settings=settings_for(dsn)) as opened:
-        yield opened, level
+    try:
+        async with Client(settings=settings_for(target)) as opened:
+            yield opened, asked
+    finally:
+        if by_role:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (role,))
+                conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role)))
 
 
-@pytest.mark.parametrize("isolated", ["repeatable read", "serializable"], indirect=True)
+@pytest.mark.parametrize("isolated", ["repeatable read", "serializable", "role serializable"], indirect=True)
 async def test_workflows_run_exactly_once_under_a_stricter_default_isolation(isolated: tuple[Client, str], runs: Runs,
                                                                              dsn: str) -> None:
     opened, level = isolated
