@@ -280,11 +280,13 @@ def _park_all(dsn: str, seconds: float) -> int:
 
 
 async def test_ten_thousand_sleeping_workflows_cost_rows_and_wake_at_their_time(
-        ledger_dsn: str, fleet: WorkerFleet, fault_pyproject: Path, fault_report: FaultReport) -> None:
+        ledger_dsn: str, fleet: WorkerFleet, tmp_path: Path, fault_report: FaultReport) -> None:
     # Issue 27's proof at its own size: 10,000 sleepers beside a concurrency-2 worker hold no lease, no
     # slot and no connection (other work runs at once), and each wakes at its time, never before.
     # Their first attempts run in SQL (the same fenced functions a worker calls), so the test spends its
     # time on what it proves, not on 10,000 round trips of a small worker.
+    # A resume on the busy machine may take longer than the fault connection's 1 s: the workflows' own.
+    fault_pyproject = write_pyproject(tmp_path, WORKFLOW_CONNECTION)
     with psycopg.connect(ledger_dsn, autocommit=True) as conn:
         conn.execute(EFFECTS_DDL)
     async with Client(settings=fault_settings(ledger_dsn, fault_pyproject)) as producer:

@@ -48,7 +48,7 @@ async def sleeper(context: WorkflowContext, n: int, seconds: float) -> int:
     return n
 
 
-@workflow(name="faults:ledgered-sleeper", tries=3)
+@workflow(name="faults:ledgered-sleeper", tries=10)
 async def ledgered_sleeper(context: WorkflowContext, n: int, seconds: float) -> int:
     """:func:`sleeper` whose attempts after the sleep are in the fault ledger (each run under its token)."""
     await context.sleep(seconds)
