@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WORKFLOW_COUNT_CAP", "WORKFLOW_STATES", "WorkflowCounts", "WorkflowOperations", "signal_arguments"]
 
+
 def signal_arguments(workflow_id: uuid.UUID | str, name: str, payload: Any) -> tuple[uuid.UUID, str, str | None]:
     """A signal's id, name and payload (JSON text) checked; WorkflowError says what is wrong, nothing is sent."""
     try:

@@ -832,7 +832,8 @@ def queue_status(
 ) -> None:
     """Per queue: ready, delayed, blocked (waiting for parents or a batch), reserved, expired leases,
     failed, age of the oldest ready job, and the jobs finished over the last 1, 5 and 15 minutes
-    (from pgqueue.job_stats). With --partitions: per partition of each queue (pgqueue.partition_status)."""
+    (from pgqueue.job_stats), and the live workflows by state (at most 10,001 read). With --partitions: per
+    partition of each queue (pgqueue.partition_status)."""
     if not interval > 0:
         fail(f"--interval must be > 0 seconds, got {interval:g}", EXIT_CONFIG)
     found = target(dsn)
