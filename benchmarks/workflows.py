@@ -668,8 +668,9 @@ NOTES = [
     "Reading these figures:", "",
     "- Both systems run one worker process, and both are bound by that process's CPU on this shared 2-core "
     "machine (the load average beside each figure is the machine's, mostly other sessions' tests): a pgqueue "
-    "step is three round trips (BEGIN with its transaction id, the insert, then the fenced checkpoint and "
-    "COMMIT in one simple query), a DBOS step about ten statements (its SQLAlchemy pool's ping and reset, the "
+    "step is one round trip (psycopg's pipeline mode: BEGIN and the block's mark, the insert, the fenced "
+    "checkpoint and COMMIT sent together; the attempt's first step one more, reading its recorded steps), a "
+    "DBOS step about ten statements (its SQLAlchemy pool's ping and reset, the "
     "SERIALIZABLE transaction, the output row and an ownership read, the step bookkeeping in the system "
     "tables). On a quieter machine both go faster; the ratio is the figure to compare, measured side by side.",
     "- Exactly once: DBOS 3.4's `SQLAlchemyDatasource` transactions also commit the step's output row with "

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg import pq
 
 from pgqueue.errors import WorkflowError
-from pgqueue.store import Store, begin_transaction
+from pgqueue.store import Store
+from pgqueue.store.workflows import refusal
 
 if TYPE_CHECKING:
     from pgqueue.job_context import JobContext
@@ -52,18 +54,27 @@ class _SkippedConnection:
 
 
 class TransactionBlock:
-    """``context.transaction(name)``: see :meth:`WorkflowContext.transaction`."""
+    """``context.transaction(name)``: see :meth:`WorkflowContext.transaction`.
 
-    __slots__ = ("_began", "_conn", "_context", "_exits", "_name", "_seq", "_skipped", "_started")
+    Pipelined (the default), the block's BEGIN, its statements, its checkpoint and its COMMIT go in
+    one round trip (psycopg's pipeline mode: a statement is sent when the block ends, or when a
+    result of the block is fetched); the attempt's first step, which reads the recorded steps
+    first, takes one round trip more. Out of pipeline mode (``pipeline=False``): BEGIN, each
+    statement, then the checkpoint and COMMIT, each one round trip."""
 
-    def __init__(self, context: _Workflow, name: str) -> None:
+    __slots__ = ("_conn", "_context", "_exits", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
+                 "_started")
+
+    def __init__(self, context: _Workflow, name: str, pipeline: bool = True) -> None:
         self._context = context
         self._name = name
+        self._pipelined = pipeline
         self._seq = 0
         self._skipped = False
-        self._began = ""
+        self._mark = ""
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._exits = contextlib.AsyncExitStack()
+        self._exits = contextlib.AsyncExitStack()  # the pool's connection
+        self._pipe = contextlib.AsyncExitStack()  # its pipeline, left before the connection goes back
         self._started = 0.0
 
     async def __aenter__(self) -> Any:
@@ -75,47 +86,54 @@ class TransactionBlock:
         if stored is not None and stored.state == "succeeded":
             self._skipped = True
             return _SkippedConnection()
-        pool = context._job._pool  # the pool the worker gave the attempt
         try:
-            if pool is None:
-                raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
-                                    "connection")
-            conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
-            self._conn = conn
-            self._began = await begin_transaction(conn)
-        except BaseException:
+            conn = await self._connect()
+            await self._enter_pipeline(conn)
+            await Store.workflow_block_begin(conn, self._mark)
+        except BaseException as exc:
             context._in_step = False
-            await self._exits.aclose()
+            await self._abandon(exc)
             raise
         self._started = time.monotonic()
         return conn
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        context = self._context
+        job = context._job  # its own block
+        pool = job._pool  # the pool the worker gave the attempt
+        if pool is None:
+            raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
+                                "connection")
+        conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
+        self._conn = conn
+        # The block's mark on its transaction (a transaction-local setting): the checkpoint is refused in
+        # any other transaction, e.g. one the handler began after ending the block's.
+        self._mark = str(job.token)
+        return conn
+
+    async def _enter_pipeline(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if self._pipelined:
+            await self._pipe.enter_async_context(conn.pipeline())
 
     async def _enter_first(self) -> Any:
         """The attempt's first step is this block: the recorded steps are read and the block's transaction
         begun in one round trip; a replayed block rolls that transaction back and is skipped."""
         context = self._context
-        pool = context._job._pool  # the pool the worker gave the attempt
-        if pool is None:
-            raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
-                                "connection")
-        conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
         try:
-            steps, began = await Store.workflow_steps_and_begin(conn, context.id)
+            conn = await self._connect()
+            steps = await Store.workflow_steps_and_begin(conn, context.id, self._mark)
             context._record(steps)  # its own block's context
             self._seq, stored = context._next(self._name, "transaction")  # its own block
             if stored is not None and stored.state == "succeeded":
                 self._skipped = True
-                await _roll_back(conn)
-                await self._exits.aclose()
+                await self._abandon(None)
                 context._in_step = True  # its own block: until its exit
                 return _SkippedConnection()
-        except BaseException:
-            await _roll_back(conn)
-            await self._exits.aclose()
+            await self._enter_pipeline(conn)
+        except BaseException as exc:
+            await self._abandon(exc)
             raise
         context._in_step = True  # its own block: a step inside it would not commit with it: refused
-        self._conn = conn
-        self._began = began
         self._started = time.monotonic()
         return conn
 
@@ -123,25 +141,57 @@ class TransactionBlock:
         self._context._in_step = False  # its own block
         if self._skipped:
             return kind is None or issubclass(kind, _Skipped)
+        if error is not None:
+            await self._abandon(error)
+            if isinstance(error, pg_errors.PipelineAborted):  # a statement after one whose error was caught
+                self._context._job._check_block(pq.TransactionStatus.INERROR)  # JobContext's rule: raises
+            return False
+        try:
+            answer = await self._commit()
+        except BaseException as exc:
+            await self._abandon(exc)
+            raise
+        await self._exits.aclose()
+        context = self._context
+        if answer == "ended":
+            raise context._job._ended()  # the handler ended the block's transaction
+        context._answered(answer, self._name, "commit transaction")
+        return False
+
+    async def _commit(self) -> str:
+        """The checkpoint and the COMMIT: ``recorded`` (committed) or the refusal (nothing committed)."""
         conn = self._conn
         assert conn is not None, "entered"
+        context = self._context
+        job = context._job  # its own block
+        seconds = time.monotonic() - self._started
+        if not self._pipelined:
+            job._check_block(conn.info.transaction_status)  # the same rule as JobContext's block
+            return await Store.workflow_commit_checkpoint(conn, self._mark, context.id, job.token, self._seq,
+                                                          self._name, seconds)
         try:
-            if kind is not None:
-                await _roll_back(conn)
-                return False
-            context = self._context
-            job = context._job  # its own block
-            try:
-                job._check_block(conn.info.transaction_status)  # the same rule as JobContext's block
-                answer = await Store.workflow_commit_checkpoint(
-                    conn, self._began, context.id, job.token, self._seq, self._name, time.monotonic() - self._started)
-                if answer == "ended":
-                    raise job._ended()  # the handler ended the block's transaction
-                context._answered(answer, self._name, "commit transaction")
-            except BaseException:
-                await _roll_back(conn)
-                raise
-            return False
+            await Store.workflow_queue_checkpoint(conn, self._mark, context.id, job.token, self._seq, self._name,
+                                                  seconds)
+            await self._pipe.aclose()  # the sync: everything queued is sent; the first error is raised
+        except psycopg.Error as exc:
+            answer = refusal(exc)
+            if answer is not None:
+                return answer
+            if isinstance(exc, pg_errors.PipelineAborted) or exc.sqlstate == pg_errors.InFailedSqlTransaction.sqlstate:
+                # A statement of the block failed, the handler caught it and went on: JobContext's rule.
+                job._check_block(pq.TransactionStatus.INERROR)
+            raise
+        return "recorded"
+
+    async def _abandon(self, error: BaseException | None) -> None:
+        """Leave the pipeline (an error of its sync is dropped: ``error`` is the one raised), roll the
+        block's transaction back and give the connection back."""
+        try:
+            with contextlib.suppress(psycopg.Error):
+                await self._pipe.__aexit__(type(error) if error is not None else None, error,
+                                           error.__traceback__ if error is not None else None)
+            if self._conn is not None:
+                await _roll_back(self._conn)
         finally:
             await self._exits.aclose()
 

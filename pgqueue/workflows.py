@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+
 from pgqueue.backoff import Backoff
 from pgqueue.envelope import Envelope
 from pgqueue.errors import (
@@ -219,14 +221,21 @@ class WorkflowContext:
         self._answered(answer, name, "record step")
         return json.loads(text)
 
-    def transaction(self, name: str) -> TransactionBlock:
+    def transaction(self, name: str, *, pipeline: bool = True) -> TransactionBlock:
         """``async with context.transaction(name) as conn:`` — the step ``name``: write on ``conn``; on leaving
         the block the step's checkpoint is written in the same transaction, fenced by the reservation's
         token, and both commit together or not at all (a stale holder's writes roll back and it raises
         :class:`~pgqueue.QueueLeaseError`). An exception in the block rolls back and propagates (the
         workflow is then retried as its tries allow). On a later run the block is skipped: ``conn`` is a
-        stand-in and the first use of it ends the block, so put the block's database work first."""
-        return TransactionBlock(self, name)
+        stand-in and the first use of it ends the block, so put the block's database work first.
+
+        ``pipeline`` (default True): ``conn`` is in psycopg's pipeline mode, so the block's BEGIN, its
+        statements, the checkpoint and the COMMIT go to the server together, in one round trip. A
+        statement is then sent when a result of the block is fetched (``await cur.fetchone()``) or when
+        the block ends, and its error is raised there, not by ``execute``. ``pipeline=False`` for what
+        pipeline mode cannot do (COPY, server-side cursors) or to see each error at its ``execute``: one
+        round trip per statement, and BEGIN's own."""
+        return TransactionBlock(self, name, pipeline and psycopg.Pipeline.is_supported())
 
     async def sleep(self, delay: timedelta | float, *, name: str | None = None) -> None:
         """Sleep durably: the attempt ends (no try used; no lease, connection or slot held) and the

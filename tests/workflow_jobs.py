@@ -206,3 +206,46 @@ async def peeking(context: WorkflowContext, key: str) -> int:
     seen.append(context.replaying)
     await context.step("notify", charge, key, 1, backoff=0)
     return 1
+
+
+@workflow(queue="wf", tries=3)
+async def three_blocks(context: WorkflowContext, key: str) -> int:
+    """Three transaction blocks: the first (pipelined, after the steps' read), one that reads before it
+    writes (a fetch in pipeline mode), one out of pipeline mode (COPY); then a step that may fail."""
+    async with context.transaction("first") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'first')", (key,))
+    async with context.transaction("read") as conn:
+        cur = await conn.execute("select count(*) from wf_effects where key = %s", (key,))
+        row = await cur.fetchone()
+        seen = row[0] if row else -1
+        await conn.execute("insert into wf_effects (key, step) values (%s, %s)", (key, f"read-{seen}"))
+    async with context.transaction("copied", pipeline=False) as conn, \
+            conn.cursor().copy("copy wf_effects (key, step) from stdin") as copy:
+        await copy.write_row((key, "copied"))
+    await context.step("notify", charge, key, 1, backoff=0)
+    return 3
+
+
+@workflow(queue="wf", tries=1)
+async def failing_block(context: WorkflowContext, key: str) -> None:
+    """A second block whose second statement fails: in pipeline mode the error is raised as the block
+    ends (the code after the statement ran); nothing of the block commits."""
+    async with context.transaction("first") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'first')", (key,))
+    async with context.transaction("broken") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'broken')", (key,))
+        await conn.execute("insert into wf_no_such_table values (1)")
+        _ran(key, "after")
+
+
+@workflow(queue="wf", tries=1)
+async def going_on(context: WorkflowContext, key: str) -> None:
+    """A second block that catches a failed statement's error (a fetch raises it) and goes on writing."""
+    async with context.transaction("first") as conn:
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'first')", (key,))
+    async with context.transaction("careless") as conn:
+        try:
+            await (await conn.execute("select 1 / 0")).fetchone()
+        except Exception:  # what the test is about: a handler that goes on
+            _ran(key, "caught")
+        await conn.execute("insert into wf_effects (key, step) values (%s, 'careless')", (key,))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import class_row, tuple_row
+from psycopg.rows import class_row
 
 from pgqueue.errors import WorkflowError
 from pgqueue.resources import query
@@ -63,6 +63,12 @@ class WorkflowCounts:
 _REFUSALS = {"PGQ10": "not_yours", "PGQ11": "conflict", "PGQ12": "ended"}
 
 
+def refusal(exc: psycopg.Error) -> str | None:
+    """What a block's checkpoint refusal means (``not_yours``, ``conflict``, ``ended``), or None for
+    another error (the block's own statement's: the caller raises it)."""
+    return _REFUSALS.get(exc.sqlstate or "")
+
+
 class WorkflowStatements(Pooled):
     """A workflow's checkpoints, waits, children and signals."""
 
@@ -78,36 +84,51 @@ class WorkflowStatements(Pooled):
         return str(await self._value("workflow_checkpoint", (job_id, token, seq, name, "step", result, seconds)))
 
     @staticmethod
-    async def workflow_steps_and_begin(conn: psycopg.AsyncConnection[Any],
-                                       job_id: uuid.UUID) -> tuple[list[WorkflowStep], str]:
+    async def workflow_steps_and_begin(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID,
+                                       mark: str) -> list[WorkflowStep]:
         """The first ``context.transaction()`` block of an attempt: the workflow's checkpoints (as
-        :meth:`workflow_steps`) read, then the block's transaction begun on ``conn`` (autocommit), in one
-        round trip; returns the steps and the transaction's id (as :func:`begin_transaction`)."""
+        :meth:`workflow_steps`) read, then the block's transaction begun on ``conn`` (autocommit) and
+        marked as the block's (``mark``), in one round trip."""
         cur = psycopg.AsyncClientCursor(conn, row_factory=class_row(WorkflowStep))
-        await cur.execute(query("workflow_steps_transaction_begin"), (job_id,), prepare=False)
+        await cur.execute(query("workflow_steps_transaction_begin"), (job_id, mark), prepare=False)
         steps: list[WorkflowStep] = await cur.fetchall()
-        ids = cast("psycopg.AsyncClientCursor[tuple[Any, ...]]", cur)
-        ids.row_factory = tuple_row
-        ids.nextset()  # BEGIN's
-        ids.nextset()
-        return steps, str(first(await ids.fetchone()))
+        return steps
 
     @staticmethod
-    async def workflow_commit_checkpoint(conn: psycopg.AsyncConnection[Any], began: str, job_id: uuid.UUID,
+    async def workflow_block_begin(conn: psycopg.AsyncConnection[Any], mark: str) -> None:
+        """BEGIN a ``context.transaction()`` block's transaction on ``conn`` and mark it as the block's:
+        one round trip, or none in pipeline mode (the statements are queued with the block's)."""
+        if conn.pgconn.pipeline_status:
+            await conn.execute(query("workflow_block_pipeline_begin"))
+            await conn.execute(query("workflow_block_mark"), (mark,))
+            return
+        await psycopg.AsyncClientCursor(conn).execute(query("workflow_block_begin"), (mark,), prepare=False)
+
+    @staticmethod
+    async def workflow_queue_checkpoint(conn: psycopg.AsyncConnection[Any], mark: str, job_id: uuid.UUID,
+                                        token: int, seq: int, name: str, seconds: float) -> None:
+        """A pipelined ``context.transaction(name)``'s end: the step's checkpoint and the COMMIT queued on
+        ``conn`` (pipeline mode), sent with the block's statements when the caller leaves the pipeline.
+        A refusal is raised there (see :func:`refusal`) and nothing of the block commits."""
+        await conn.execute(query("workflow_block_checkpoint"), (job_id, token, seq, name, seconds, mark))
+        await conn.execute(query("workflow_block_commit"))
+
+    @staticmethod
+    async def workflow_commit_checkpoint(conn: psycopg.AsyncConnection[Any], mark: str, job_id: uuid.UUID,
                                          token: int, seq: int, name: str, seconds: float) -> str:
-        """``context.transaction(name)``'s end: the step's checkpoint and the COMMIT of the block's
-        transaction, sent together (one round trip). ``recorded`` once committed; else ``not_yours``,
-        ``conflict`` or ``ended`` (the handler ended the block's transaction), and nothing committed:
-        the transaction is aborted, the caller rolls it back."""
+        """``context.transaction(name, pipeline=False)``'s end: the step's checkpoint and the COMMIT of the
+        block's transaction, sent together (one round trip). ``recorded`` once committed; else
+        ``not_yours``, ``conflict`` or ``ended`` (the handler ended the block's transaction), and nothing
+        committed: the transaction is aborted, the caller rolls it back."""
         try:
-            # Bound client-side: two statements in one simple query, one round trip (no pipeline's work).
+            # Bound client-side: two statements in one simple query, one round trip.
             await psycopg.AsyncClientCursor(conn).execute(
-                query("workflow_checkpoint_commit"), (job_id, token, seq, name, seconds, began), prepare=False)
+                query("workflow_checkpoint_commit"), (job_id, token, seq, name, seconds, mark), prepare=False)
         except psycopg.Error as exc:
-            refusal = _REFUSALS.get(exc.sqlstate or "")
-            if refusal is None:
+            answer = refusal(exc)
+            if answer is None:
                 raise
-            return refusal
+            return answer
         return "recorded"
 
     async def workflow_step_failed(self, job_id: uuid.UUID, token: int, seq: int, name: str,

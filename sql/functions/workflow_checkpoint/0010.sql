@@ -6,10 +6,11 @@
 -- worker can take the job over in between. 'conflict': another step holds that seq or that name
 -- (the code changed between runs), or the step already succeeded; nothing changed. p_seconds: how
 -- long the step ran (its started_at is that long before now; null: now).
--- With p_began (context.transaction(): the id of the transaction the block began) a refusal is an
--- error instead, so that a COMMIT sent with this statement (one round trip) cannot commit the block's
--- writes without their checkpoint: SQLSTATE PGQ10 not_yours, PGQ11 conflict, PGQ12 when the current
--- transaction is not the block's any more (the handler ended it inside the block).
+-- With p_began (context.transaction(): the mark the block set on its transaction, the
+-- transaction-local setting pgqueue.workflow_block) a refusal is an error instead, so that a COMMIT
+-- sent with this statement (one round trip) cannot commit the block's writes without their
+-- checkpoint: SQLSTATE PGQ10 not_yours, PGQ11 conflict, PGQ12 when the current transaction is not
+-- the block's any more (the handler ended it inside the block: the mark went with it).
 -- From psql:  select pgqueue.workflow_checkpoint('<job id>', <token>, 1, 'charge', 'step', '{"ok": true}', 0.2);
 create or replace function pgqueue.workflow_checkpoint(p_id uuid, p_token bigint, p_seq integer, p_name text,
                                                        p_kind text, p_result jsonb,
@@ -23,7 +24,8 @@ begin
         raise exception 'pgqueue.workflow_checkpoint: kind must be step or transaction, got %', coalesce(p_kind, 'null')
             using errcode = '22023';
     end if;
-    if p_began is not null and pg_current_xact_id()::text <> p_began then
+    -- issue 27: a mark, not the transaction's id, so a pipelined block need not read anything first.
+    if p_began is not null and current_setting('pgqueue.workflow_block', true) is distinct from p_began then
         raise exception 'pgqueue.workflow_checkpoint: ended (the transaction is not the one the block began)'
             using errcode = 'PGQ12';
     end if;
