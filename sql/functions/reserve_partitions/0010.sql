@@ -14,14 +14,18 @@
 --   (queues.partition_cursor, shared by every worker). A turn gives a partition up to weight x r
 --   jobs (weight: its override, default 1; r = 1 in a call's first round; each later round of
 --   the same call shares what is left over the weights of the partitions that took their whole
---   turn, so a call that asks for many jobs needs few rounds). A turn cut short
+--   turn, so a call that asks for many jobs needs few rounds; a round that starts at the first
+--   partition and finds fewer of them than r's turns fill shares what is left among them at once,
+--   revision 0010). A turn cut short
 --   because the call had no more room keeps the rest as queues.partition_credit: the next call
 --   goes on with it. So between partitions that stay ready and under their limits, the jobs
 --   reserved differ from the proportion of their weights by at most one turn each.
--- - Fair shares alone (no per-partition limit and no row in pgqueue.partitions: every weight
---   is 1 and nothing caps a partition): the same turns, k at a time (revision 0010): one
---   statement walks the next k partitions (k x r <= what is left, one index probe each), then
---   one statement per turn locks its jobs (0009: two statements per turn).
+-- - The turns go k at a time (revision 0010): one statement walks the next k partitions (k x r
+--   <= what is left, one index probe each), and one statement takes their k turns: reads what
+--   each may get (its limits, as pgqueue.partition_allowance reads them; fair shares alone, no
+--   per-partition limit and no row in pgqueue.partitions: every weight 1 and no cap, without a
+--   look-up), cuts the turns to what is left, in walk order, and locks their jobs (0009: two to
+--   four statements per turn).
 -- - Jobs of the queue without a partition come after the round, looked for among the oldest
 --   p_take + 100 ready jobs of the priority only (a scan past a partition's backlog would cost a
 --   heap visit per job): in a queue served by partition, give every job a partition.
@@ -35,6 +39,10 @@ create or replace function pgqueue.reserve_partitions(p_control pgqueue.queues, 
                                                       out cursor_at text, out credit integer)
 language plpgsql
 set search_path = pg_catalog, pg_temp
+-- issue 28: its statements take arrays whose length a custom plan sees, so plpgsql would plan the
+-- walk's statement afresh on every call (a custom plan looks cheaper than the generic one for a
+-- walk of one partition); the generic plans are the ones tested (tests/test_partitions.py).
+set plan_cache_mode = force_generic_plan
 as $$
 declare
     p_queue text := p_control.name;
@@ -115,6 +123,11 @@ begin
                 v_round_granted := 0;
                 v_part := '';
                 continue;
+            end if;
+            if v_part = '' and cardinality(v_walk) < greatest(1, v_left / v_round) then
+                -- issue 28: a round from the first partition that walked them all: what is left is
+                -- shared among them at once (one turn each instead of a round of 1 and another).
+                v_round := greatest(v_round, v_left / cardinality(v_walk));
             end if;
         end if;
         -- issue 28: the walk's turns in one statement, in walk order. Per partition: its weight and
