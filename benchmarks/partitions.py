@@ -176,10 +176,16 @@ def _install(conn: psycopg.Connection[tuple[object, ...]], functions: str) -> No
     if functions.startswith("0009"):
         for name, version in PREVIOUS:
             conn.execute((SQL / name / f"{version}.sql").read_text().encode())
+    elif functions == "main":
+        # The current revision's functions as another checkout has them (--before-worker), over ours.
+        theirs = Path(BEFORE_WORKER[0]) / "sql" / "functions"
+        for name, _ in PREVIOUS:
+            conn.execute((theirs / name / "0010.sql").read_text().encode())
 
 
 #: Variant "0009+main": revision 0009's functions and the worker of another checkout (--before-worker:
-#: a directory holding the pgqueue and benchmarks packages of the main branch, before this change).
+#: a directory holding the pgqueue, benchmarks and sql of the main branch, before this change);
+#: variant "main": that checkout's functions of the current revision and its worker.
 BEFORE_WORKER: list[str] = []
 
 
@@ -206,7 +212,7 @@ def worker_case(admin_dsn: str, functions: str, total: int, setup: Setup, concur
         conn.execute(f"alter database {conn.info.dbname} set track_functions = 'pl'".encode())
         conn.execute(b"analyze pgqueue.jobs")
         busy = machine_busy_seconds()
-        proc = spawn_worker(dsn, concurrency, total, BEFORE_WORKER[0] if functions.endswith("+main") else None)
+        proc = spawn_worker(dsn, concurrency, total, BEFORE_WORKER[0] if functions.endswith("main") else None)
         committed = 0.0
         if later is not None:
             time.sleep(1.0)
@@ -343,7 +349,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="--workers: the worker's concurrency")
     parser.add_argument("--only", action="append", default=[], help="--workers: scenarios whose name contains this")
     parser.add_argument("--functions", default="0009,0010",
-                        help="--workers: the variants compared: 0009, 0010, 0009+main (with --before-worker)")
+                        help="the variants compared: 0009, 0010, main (with --before-worker: its functions); "
+                             "--workers: 0009+main too (0009's functions, the worker of --before-worker)")
     parser.add_argument("--before-worker", metavar="DIR",
                         help="--workers: a checkout of main (git archive main pgqueue benchmarks | tar -x -C DIR) "
                              "whose worker runs the 0009+main variant")
@@ -355,9 +362,10 @@ def main() -> None:
         return
     cases = {"plain queue": 0, "fair, 1 partition": 1, "fair, 10,000 partitions": 10_000}
     results: dict[str, list[tuple[float, float]]] = {}
+    versions = [v for v in args.functions.split(",") if not v.endswith("+main")]
     for n in range(args.rounds):
         for name, partitions in cases.items():
-            for version in ("0009", "0010") if n % 2 == 0 else ("0010", "0009"):
+            for version in versions if n % 2 == 0 else versions[::-1]:
                 results.setdefault(f"{name}, functions {version}", []).append(
                     scale_case(args.dsn, partitions, version))
     print("| 20,000 ready jobs | drain jobs/s (median, range) | ms per reserve(50) + ack |")

@@ -4,6 +4,7 @@ database (the check across worker processes is in tests/faults/test_control.py).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from typing import Any
@@ -289,3 +290,46 @@ def test_python_and_sql_refuse_the_same_partitions_with_the_same_words(dsn: str,
         row = conn.execute("select pgqueue.partition_problem(to_jsonb(%s::text))", (value,)).fetchone()
     assert row is not None
     assert row[0] == partition_problem(value)
+
+
+def _locking_scans(plan: dict[str, Any], under_lock: bool = False) -> list[str]:
+    """The indexes of the jobs scans below a LockRows node of one logged plan."""
+    found = []
+    if under_lock and plan.get("Relation Name") == "jobs":
+        found.append(plan.get("Index Name", plan["Node Type"]))
+    for child in plan.get("Plans", []):
+        found += _locking_scans(child, under_lock or plan["Node Type"] == "LockRows")
+    return found
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+async def test_after_one_tenants_backlog_was_analyzed_each_partition_is_locked_by_its_own_index(
+        client: Client, dsn: str, plan_cache_mode: str) -> None:
+    """Statistics taken while one tenant had every job say every job has its partition; the light
+    tenants dispatched after it are still locked through jobs_partition_idx, never by scanning the
+    queue's order (jobs_reservation_idx) past the heavy backlog for each of them (seconds a call)."""
+    await client.dispatch_many([Probe(hook="never", n=i) for i in range(20_000)], queue="iso", partition="heavy")
+    await client.set_limits("iso", fair=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("analyze pgqueue.jobs")
+    for tenant in range(20):
+        await client.dispatch_many([Probe(hook="never", n=i) for i in range(2)], queue="iso",
+                                   partition=f"light:{tenant}")
+    logged: list[str] = []
+    with psycopg.connect(dsn) as conn:
+        conn.add_notice_handler(
+            lambda d: logged.append(d.message_primary or "") if d.severity_nonlocalized == "LOG" else None)
+        conn.execute("load 'auto_explain'")
+        for setting, value in [("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
+                               ("auto_explain.log_format", "json"), ("client_min_messages", "log"),
+                               ("plan_cache_mode", plan_cache_mode)]:
+            conn.execute("select set_config(%s, %s, false)", (setting, value))
+        granted_partitions = []
+        for _ in range(7):  # past plpgsql's five custom plans
+            granted_partitions += [r[0] for r in conn.execute(
+                "select j.partition from pgqueue.reserve(array['iso'], 30, 60) r join pgqueue.jobs j using (id)")]
+        conn.rollback()
+    assert {f"light:{t}" for t in range(20)} <= set(granted_partitions)
+    scans = [scan for message in logged if "{" in message
+             for scan in _locking_scans(json.loads(message[message.find("{"):])["Plan"])]
+    assert scans and set(scans) <= {"jobs_partition_idx", "jobs_pkey"}, Counter(scans)

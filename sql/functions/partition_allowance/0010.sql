@@ -5,6 +5,8 @@
 -- its concurrency limit minus its jobs running (reserved, lease live), and the tokens of its bucket
 -- refilled to now (a partition without a bucket yet has a full one); the limits are its override
 -- (pgqueue.partitions), else the queue's per-partition ones. tokens is null without a rate.
+-- (issue 28, revision 0010: reserve_partitions reads the same for a walk of partitions in one
+-- statement and no longer calls this; kept for psql, and its reading must stay the same as that.)
 drop function if exists pgqueue.partition_allowance(text, text, integer, timestamptz);
 
 create or replace function pgqueue.partition_allowance(p_control pgqueue.queues, p_partition text, p_take integer,

@@ -14,14 +14,18 @@
 --   (queues.partition_cursor, shared by every worker). A turn gives a partition up to weight x r
 --   jobs (weight: its override, default 1; r = 1 in a call's first round; each later round of
 --   the same call shares what is left over the weights of the partitions that took their whole
---   turn, so a call that asks for many jobs needs few rounds). A turn cut short
+--   turn, so a call that asks for many jobs needs few rounds; a round that starts at the first
+--   partition and finds fewer of them than r's turns fill shares what is left among them at once,
+--   revision 0010). A turn cut short
 --   because the call had no more room keeps the rest as queues.partition_credit: the next call
 --   goes on with it. So between partitions that stay ready and under their limits, the jobs
 --   reserved differ from the proportion of their weights by at most one turn each.
--- - Fair shares alone (no per-partition limit and no row in pgqueue.partitions: every weight
---   is 1 and nothing caps a partition): the same turns, k at a time (revision 0010): one
---   statement walks the next k partitions (k x r <= what is left, one index probe each), then
---   one statement per turn locks its jobs (0009: two statements per turn).
+-- - The turns go k at a time (revision 0010): one statement walks the next k partitions (k x r
+--   <= what is left, one index probe each), and one statement takes their k turns: reads what
+--   each may get (its limits, as pgqueue.partition_allowance reads them; fair shares alone, no
+--   per-partition limit and no row in pgqueue.partitions: every weight 1 and no cap, without a
+--   look-up), cuts the turns to what is left, in walk order, and locks their jobs (0009: two to
+--   four statements per turn).
 -- - Jobs of the queue without a partition come after the round, looked for among the oldest
 --   p_take + 100 ready jobs of the priority only (a scan past a partition's backlog would cost a
 --   heap visit per job): in a queue served by partition, give every job a partition.
@@ -35,34 +39,39 @@ create or replace function pgqueue.reserve_partitions(p_control pgqueue.queues, 
                                                       out cursor_at text, out credit integer)
 language plpgsql
 set search_path = pg_catalog, pg_temp
+-- issue 28: its statements take arrays whose length a custom plan sees, so plpgsql would plan the
+-- walk's statement afresh on every call (a custom plan looks cheaper than the generic one for a
+-- walk of one partition); the generic plans are the ones tested (tests/test_partitions.py).
+set plan_cache_mode = force_generic_plan
 as $$
 declare
     p_queue text := p_control.name;
     v_got uuid[];
     v_got_doomed boolean;
     v_left integer := p_take;
-    v_names text[] := '{}';                  -- the partitions visited in this call, and for each:
-    v_allow integer[] := '{}';               -- how many it may still get
-    v_weight integer[] := '{}';
-    v_tokens double precision[] := '{}';     -- its bucket when first visited (null: no rate)
-    v_given integer[] := '{}';
-    v_i integer;
-    v_n integer;
+    v_names text[] := '{}';                  -- the partitions given jobs in this call, and for each:
+    v_tokens double precision[] := '{}';     -- its bucket (null: no rate)
+    v_given integer[] := '{}';               -- the jobs it was given
     v_part text;
     v_last text;
-    v_quantum integer;
     v_round integer := 1;
     v_credit integer;
     v_credit_left integer;
-    v_idle integer := 0;
     v_full_weight integer := 0;
     v_whole_round boolean;
     v_plain boolean;
-    v_quantum_weight integer;
-    v_bucket double precision;
     v_walk text[];
-    v_next text;
+    v_quantum integer;                       -- a walk of one turn going on: its size (null: weight x r)
     v_round_granted integer := 0;
+    -- what one walk gave: in all, per partition, the partition served last, the turn cut short
+    v_count integer;
+    v_w_names text[];
+    v_w_tokens double precision[];
+    v_w_got integer[];
+    v_w_last text;
+    v_w_full integer;
+    v_cut text;
+    v_cut_rest integer;
 begin
     ids := '{}';
     doomed := false;
@@ -76,40 +85,17 @@ begin
     -- all and weighs 1, known without a look-up per partition.
     v_plain := p_control.partition_concurrency is null and p_control.partition_rate_limit is null
                and not exists (select 1 from pgqueue.partitions p where p.queue = p_queue);
-    if v_plain then
-        loop
-            if v_credit > 0 then
-                -- The turn of the partition served last goes on (v_part is that partition).
-                v_n := least(v_left, v_credit);
-                select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false)
-                into v_got, v_got_doomed from (
-                    select j.id, j.available_at,
-                           j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
-                           or j.retry_until < p_now as doomed
-                    from pgqueue.jobs j
-                    where j.queue = p_queue and j.priority = p_priority and j.partition = v_part
-                      and j.available_at <= p_ready_by
-                    order by j.available_at
-                    limit v_n
-                    for update skip locked
-                ) c;
-                if v_got is not null then
-                    ids := ids || v_got;
-                    doomed := doomed or v_got_doomed;
-                    v_left := v_left - cardinality(v_got);
-                    v_round_granted := v_round_granted + cardinality(v_got);
-                    v_last := v_part;
-                    if cardinality(v_got) = v_credit then
-                        v_full_weight := v_full_weight + 1;
-                    end if;
-                    v_credit_left := case when cardinality(v_got) = v_n and v_n < v_credit then v_credit - v_n else 0 end;
-                end if;
-                v_credit := 0;
-                exit when v_left <= 0;
-                continue;
-            end if;
-            -- The next k partitions after v_part with jobs of this priority: one index probe each
-            -- (jobs_partition_idx), k turns of r jobs fitting in what is left.
+    loop
+        if v_credit > 0 then
+            -- The turn of the partition served last goes on (v_part is that partition).
+            v_walk := array[v_part];
+            v_quantum := v_credit;
+            v_credit := 0;
+        else
+            v_quantum := null;
+            -- issue 28: the next k partitions after v_part with jobs of this priority, one index
+            -- probe each (jobs_partition_idx): k turns of r jobs (times their weights) fitting in
+            -- what is left.
             select array_agg(w.part order by w.n) into v_walk from (
                 with recursive walk(n, part) as (
                     select 1, (select min(j.partition) from pgqueue.jobs j
@@ -127,8 +113,8 @@ begin
                 -- Past the last: the next round starts at the first, unless a whole round gave nothing.
                 exit when v_whole_round and v_round_granted = 0;
                 -- The next round shares what is left among the partitions whose whole turn was
-                -- taken (they may want more). (Only after a whole round: the partitions before
-                -- the cursor had no turn yet.)
+                -- taken (they may want more), in proportion to their weights. (Only after a whole
+                -- round: the partitions before the cursor had no turn yet.)
                 if v_whole_round and v_full_weight > 0 then
                     v_round := greatest(1, v_left / v_full_weight);
                 end if;
@@ -138,115 +124,125 @@ begin
                 v_part := '';
                 continue;
             end if;
-            v_n := least(v_left, v_round);
-            -- One statement per turn, by partition name: a lateral join over the walk would leave
-            -- the planner to guess how selective "partition = <each>" is, and after one tenant's
-            -- backlog it scans the queue's order (jobs_reservation_idx) for every partition instead.
-            foreach v_next in array v_walk loop
-                -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
-                select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false)
-                into v_got, v_got_doomed from (
-                    select j.id, j.available_at,
-                           j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
-                           or j.retry_until < p_now as doomed
-                    from pgqueue.jobs j
-                    where j.queue = p_queue and j.priority = p_priority and j.partition = v_next
-                      and j.available_at <= p_ready_by and j.id <> all (ids)
-                    order by j.available_at
-                    limit v_n
-                    for update skip locked
-                ) c;
-                if v_got is not null then
-                    ids := ids || v_got;
-                    doomed := doomed or v_got_doomed;
-                    v_left := v_left - cardinality(v_got);
-                    v_round_granted := v_round_granted + cardinality(v_got);
-                    v_last := v_next;
-                    if cardinality(v_got) = v_round then
-                        v_full_weight := v_full_weight + 1;
-                    end if;
-                    -- Cut short by p_take (only a walk of one turn can be: k x r <= what is left).
-                    v_credit_left := case when v_n < v_round and cardinality(v_got) = v_n then v_round - v_n else 0 end;
-                end if;
-            end loop;
-            v_part := v_walk[cardinality(v_walk)];
-            exit when v_left <= 0;
-        end loop;
-    else
-    loop
-        if v_credit > 0 then
-            v_quantum := v_credit;  -- its turn goes on
-            v_credit := 0;
-        else
-            select min(j.partition) into v_part from pgqueue.jobs j
-            where j.queue = p_queue and j.priority = p_priority and j.partition > v_part;
-            if v_part is null then  -- past the last: the next round starts at the first
-                select min(j.partition) into v_part from pgqueue.jobs j
-                where j.queue = p_queue and j.priority = p_priority and j.partition is not null;
-                exit when v_part is null;
-                -- The next round shares what is left among the partitions whose whole turn was
-                -- taken (they may want more), in proportion to their weights.
-                -- (Only after a whole round: the partitions before the cursor had no turn yet.)
-                if v_whole_round and v_full_weight > 0 then
-                    v_round := greatest(1, v_left / v_full_weight);
-                end if;
-                v_whole_round := true;
-                v_full_weight := 0;
+            if v_part = '' and cardinality(v_walk) < greatest(1, v_left / v_round) then
+                -- issue 28: a round from the first partition that walked them all: what is left is
+                -- shared among them at once (one turn each instead of a round of 1 and another).
+                v_round := greatest(v_round, v_left / cardinality(v_walk));
             end if;
-            v_quantum := 0;
         end if;
-        v_i := array_position(v_names, v_part);
-        if v_i is null then
-            -- First visit in this call: what the partition may get (its limits), its weight.
-            select a.allowance, a.weight, a.tokens into v_n, v_quantum_weight, v_bucket
-            from pgqueue.partition_allowance(p_control, v_part, p_take, p_now) a;
-            v_names := v_names || v_part;
-            v_allow := v_allow || v_n;
-            v_weight := v_weight || v_quantum_weight;
-            v_tokens := v_tokens || v_bucket;
-            v_given := v_given || 0;
-            v_i := cardinality(v_names);
-        end if;
-        if v_quantum = 0 then
-            v_quantum := v_weight[v_i] * v_round;
-        end if;
-        v_n := least(v_left, v_allow[v_i], v_quantum);
-        v_got := null;
-        if v_n > 0 then
-            -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
-            select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false)
-            into v_got, v_got_doomed from (
+        -- issue 28: the walk's turns in one statement, in walk order. Per partition: its weight and
+        -- what it may still get (its limits as pgqueue.partition_allowance reads them, less what
+        -- this call gave it; fair shares alone: anything), so its turn is
+        -- want = least(allowance, weight x r), cut to what is left after the turns before it; then
+        -- its jobs are locked, oldest due first. The partition is bounded from both sides, not
+        -- matched by =, and the jobs ordered by (partition, available_at): an order only
+        -- jobs_partition_idx gives without a sort, so the plan keeps that index whatever the
+        -- statistics say (with "partition = <each>" the order by partition is redundant, and after
+        -- one tenant's backlog, statistics saying every job has one partition, the planner scanned
+        -- the queue's order, jobs_reservation_idx, past that backlog for every partition). The
+        -- column's collation is deterministic (the database default), so >= and <= is =.
+        with turn as materialized (
+            select u.n, u.part, coalesce(o.weight, 1) as weight, a.tokens,
+                   greatest(0, least(p_take,
+                                     case when a.cap is null then p_take
+                                          else a.cap - (select count(*)::integer from pgqueue.jobs j
+                                                        where j.queue = p_queue and j.partition = u.part
+                                                          and j.token is not null and j.available_at > p_now) end,
+                                     coalesce(floor(a.tokens)::integer, p_take))
+                                - coalesce(g.given, 0)) as allow
+            from unnest(v_walk) with ordinality as u(part, n)
+            left join pgqueue.partitions o on not v_plain and o.queue = p_queue and o.partition = u.part
+            left join unnest(v_names, v_given) as g(name, given) on g.name = u.part
+            cross join lateral (
+                select coalesce(o.concurrency, p_control.partition_concurrency) as cap,
+                       case when coalesce(o.rate_limit, p_control.partition_rate_limit) is null then null
+                            when o.rate_limit is not null then
+                                least(coalesce(o.rate_burst, o.rate_limit)::double precision,
+                                      coalesce(o.rate_tokens + extract(epoch from p_now - o.rate_refilled_at)::double precision
+                                                 * o.rate_limit / extract(epoch from o.rate_period)::double precision,
+                                               coalesce(o.rate_burst, o.rate_limit)::double precision))
+                            else least(coalesce(p_control.partition_rate_burst, p_control.partition_rate_limit)::double precision,
+                                       coalesce(o.rate_tokens + extract(epoch from p_now - o.rate_refilled_at)::double precision
+                                                  * p_control.partition_rate_limit
+                                                  / extract(epoch from p_control.partition_rate_period)::double precision,
+                                                coalesce(p_control.partition_rate_burst,
+                                                         p_control.partition_rate_limit)::double precision))
+                       end as tokens
+            ) a
+        ),
+        planned as materialized (
+            select t.*, coalesce(v_quantum, t.weight * v_round) as quantum,
+                   greatest(0, least(t.allow, coalesce(v_quantum, t.weight * v_round),
+                                     v_left - coalesce(sum(least(t.allow, coalesce(v_quantum, t.weight * v_round)))
+                                                       over (order by t.n rows between unbounded preceding and 1 preceding),
+                                                       0))) as lim
+            from turn t
+        ),
+        -- One row per job locked (an aggregate per partition would cost more than its scan).
+        locked as materialized (
+            select p.n, c.id, c.available_at, c.doomed
+            from planned p
+            cross join lateral (
+                -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
                 select j.id, j.available_at,
                        j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
                        or j.retry_until < p_now as doomed
                 from pgqueue.jobs j
-                where j.queue = p_queue and j.priority = p_priority and j.partition = v_part
+                where j.queue = p_queue and j.priority = p_priority
+                  and j.partition >= p.part and j.partition <= p.part
                   and j.available_at <= p_ready_by and j.id <> all (ids)
-                order by j.available_at
-                limit v_n
+                order by j.partition, j.available_at
+                limit p.lim
                 for update skip locked
-            ) c;
+            ) c
+        ),
+        given as materialized (
+            select p.n, p.part, p.weight, p.tokens, p.allow, p.quantum, p.lim, coalesce(g.count, 0) as count
+            from planned p
+            left join (select l.n, count(*)::integer as count from locked l group by l.n) g on g.n = p.n
+        )
+        select (select array_agg(l.id order by l.n, l.available_at) from locked l),
+               (select coalesce(bool_or(l.doomed), false) from locked l),
+               (select count(*)::integer from locked l),
+               (select array_agg(g.part order by g.n) from given g where g.count > 0),
+               (select array_agg(g.tokens order by g.n) from given g where g.count > 0),
+               (select array_agg(g.count order by g.n) from given g where g.count > 0),
+               (select g.part from given g where g.count > 0 order by g.n desc limit 1),
+               -- whole turns taken with room left: the next round shares what is left among them
+               (select coalesce(sum(g.weight), 0)::integer from given g
+                where g.count = g.quantum and (v_plain or g.allow > g.count)),
+               -- the turn cut short by what was left (the turns after it were not taken), and the
+               -- rest of it if it got all it was cut to and has room left
+               c.part, case when c.count = c.lim and (v_plain or c.allow > c.count) then c.quantum - c.lim else 0 end
+        into v_got, v_got_doomed, v_count, v_w_names, v_w_tokens, v_w_got, v_w_last, v_w_full, v_cut, v_cut_rest
+        from (select 1) one
+        left join lateral (select g.part, g.count, g.lim, g.allow, g.quantum from given g
+                           where g.lim < least(g.allow, g.quantum) order by g.n limit 1) c on true;
+        if v_count > 0 then
+            ids := ids || v_got;
+            doomed := doomed or v_got_doomed;
+            v_left := v_left - v_count;
+            v_round_granted := v_round_granted + v_count;
+            v_full_weight := v_full_weight + v_w_full;
+            v_last := v_w_last;
+            v_credit_left := case when v_cut = v_w_last then v_cut_rest else 0 end;
+            if not v_plain then
+                select array_agg(coalesce(a.name, b.name)), array_agg(coalesce(a.tokens, b.tokens)),
+                       array_agg(coalesce(a.given, 0) + coalesce(b.given, 0))
+                into v_names, v_tokens, v_given
+                from unnest(v_names, v_tokens, v_given) as a(name, tokens, given)
+                full join unnest(v_w_names, v_w_tokens, v_w_got) as b(name, tokens, given) on a.name = b.name;
+            end if;
         end if;
-        if v_got is null then
-            -- A whole round without a grant: nothing more to give.
-            v_idle := v_idle + 1;
-            exit when v_idle > cardinality(v_names);
-            continue;
-        end if;
-        v_idle := 0;
-        ids := ids || v_got;
-        doomed := doomed or v_got_doomed;
-        v_allow[v_i] := v_allow[v_i] - cardinality(v_got);
-        v_given[v_i] := v_given[v_i] + cardinality(v_got);
-        v_left := v_left - cardinality(v_got);
-        v_last := v_part;
-        if cardinality(v_got) = v_quantum and v_allow[v_i] > 0 then
-            v_full_weight := v_full_weight + v_weight[v_i];
-        end if;
-        -- Cut short by p_take with jobs and room left: the rest of its turn is its credit.
-        v_credit_left := case when cardinality(v_got) = v_n and v_n < v_quantum and v_allow[v_i] > 0
-                              then v_quantum - v_n else 0 end;
         exit when v_left <= 0;
+        if v_cut is not null then
+            -- The turns after the cut one were not taken: the walk goes on from it (with the rest
+            -- of its turn first, if it has one).
+            v_part := v_cut;
+            v_credit := v_cut_rest;
+        else
+            v_part := v_walk[cardinality(v_walk)];
+        end if;
     end loop;
 
     -- Spend the tokens of the partitions under a rate that got jobs.
@@ -257,7 +253,6 @@ begin
         where u.tokens is not null and u.given > 0
         on conflict (queue, partition) do update
             set rate_tokens = excluded.rate_tokens, rate_refilled_at = excluded.rate_refilled_at;
-    end if;
     end if;
     cursor_at := p_control.partition_cursor;
     credit := p_control.partition_credit;
