@@ -12,7 +12,6 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 
-from pgqueue.errors import WorkflowError
 from pgqueue.store import Store
 from pgqueue.store.workflows import refusal
 
@@ -40,6 +39,12 @@ class _Workflow(Protocol):
 
     def _answered(self, answer: str, name: str, what: str) -> None: ...
 
+    async def _connection(self) -> psycopg.AsyncConnection[Any]: ...
+
+    async def _block_ended(self) -> None: ...
+
+    async def _release(self) -> None: ...
+
 
 class _Skipped(BaseException):  # control flow: ends a replayed transaction block
     """Raised by the stand-in connection of a replayed ``context.transaction()`` block; its exit swallows it."""
@@ -62,7 +67,7 @@ class TransactionBlock:
     first, takes one round trip more. Out of pipeline mode (``pipeline=False``): BEGIN, each
     statement, then the checkpoint and COMMIT, each one round trip."""
 
-    __slots__ = ("_conn", "_context", "_exits", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
+    __slots__ = ("_conn", "_context", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
                  "_started")
 
     def __init__(self, context: _Workflow, name: str, pipeline: bool = True) -> None:
@@ -73,7 +78,6 @@ class TransactionBlock:
         self._skipped = False
         self._mark = ""
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._exits = contextlib.AsyncExitStack()  # the pool's connection
         self._pipe = contextlib.AsyncExitStack()  # its pipeline, left before the connection goes back
         self._started = 0.0
 
@@ -100,11 +104,7 @@ class TransactionBlock:
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         context = self._context
         job = context._job  # its own block
-        pool = job._pool  # the pool the worker gave the attempt
-        if pool is None:
-            raise WorkflowError(f"workflow {context.id}: context.transaction needs a worker of a database "
-                                "connection")
-        conn: psycopg.AsyncConnection[Any] = await self._exits.enter_async_context(pool.connection())
+        conn = await context._connection()  # the attempt's blocks share one (its own block's context)
         self._conn = conn
         # The block's mark on its transaction (a transaction-local setting): the checkpoint is refused in
         # any other transaction, e.g. one the handler began after ending the block's.
@@ -151,8 +151,11 @@ class TransactionBlock:
         except BaseException as exc:
             await self._abandon(exc)
             raise
-        await self._exits.aclose()
         context = self._context
+        if answer == "recorded":
+            await context._block_ended()  # its own block: kept for the next block
+        else:
+            await context._release()  # a refused block's connection goes back, whatever its state
         if answer == "ended":
             raise context._job._ended()  # the handler ended the block's transaction
         context._answered(answer, self._name, "commit transaction")
@@ -185,7 +188,7 @@ class TransactionBlock:
 
     async def _abandon(self, error: BaseException | None) -> None:
         """Leave the pipeline (an error of its sync is dropped: ``error`` is the one raised), roll the
-        block's transaction back and give the connection back."""
+        block's transaction back and give the connection back (the next block takes a fresh one)."""
         try:
             with contextlib.suppress(psycopg.Error):
                 await self._pipe.__aexit__(type(error) if error is not None else None, error,
@@ -193,7 +196,7 @@ class TransactionBlock:
             if self._conn is not None:
                 await _roll_back(self._conn)
         finally:
-            await self._exits.aclose()
+            await self._context._release()  # its own block's context
 
 
 async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -34,9 +34,10 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
+from psycopg import pq
 
 from pgqueue.backoff import Backoff
 from pgqueue.envelope import Envelope
@@ -125,8 +126,12 @@ class WorkflowContext:
     and the step methods, each one checkpoint (see :mod:`pgqueue.workflows`). Steps run one at a time,
     in the order of the code; a context is usable only during the attempt that made it."""
 
-    __slots__ = ("_config", "_in_step", "_job", "_loaded", "_names", "_open", "_recorded", "_seq", "_steps",
-                 "_store", "_version")
+    __slots__ = ("_config", "_held", "_in_step", "_job", "_loaded", "_names", "_open", "_recorded", "_seq",
+                 "_steps", "_store", "_version")
+
+    #: Whether consecutive transaction blocks of an attempt share one pooled connection (taken at the
+    #: first block, given back at the attempt's end or at its next step of another kind).
+    _keep_connection: ClassVar[bool] = True
 
     def __init__(self, job: JobContext, store: Store, config: ConnectionConfig | None,
                  version: tuple[int | None, str] = (None, "")) -> None:
@@ -143,6 +148,7 @@ class WorkflowContext:
         self._seq = 0
         self._in_step = False
         self._open = True
+        self._held: psycopg.AsyncConnection[Any] | None = None
 
     @property
     def job(self) -> JobContext:
@@ -179,7 +185,11 @@ class WorkflowContext:
                 "registered under its own name until its runs end"))
 
     async def _load(self) -> None:
-        """The recorded steps, read before the attempt's first step (one round trip, once)."""
+        """The recorded steps, read before the attempt's first step (one round trip, once). The blocks'
+        connection goes back first (not from inside a block, which is still using it: the step is then
+        refused): the step's own statement takes one of its own."""
+        if not self._in_step:
+            await self._release()
         if not self._loaded and self._open:
             self._record(await self._store.workflow_steps(self.id))
 
@@ -234,7 +244,8 @@ class WorkflowContext:
         statement is then sent when a result of the block is fetched (``await cur.fetchone()``) or when
         the block ends, and its error is raised there, not by ``execute``. ``pipeline=False`` for what
         pipeline mode cannot do (COPY, server-side cursors) or to see each error at its ``execute``: one
-        round trip per statement, and BEGIN's own."""
+        round trip per statement, and BEGIN's own. Blocks that follow each other share one pooled
+        connection, kept until the attempt ends or its next step of another kind."""
         return TransactionBlock(self, name, pipeline and psycopg.Pipeline.is_supported())
 
     async def sleep(self, delay: timedelta | float, *, name: str | None = None) -> None:
@@ -407,6 +418,31 @@ class WorkflowContext:
         envelope = Envelope(**{**_fields(envelope), "result_ttl": kept})
         return envelope.encode(self._config.max_payload_bytes)
 
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        """The connection of the attempt's transaction blocks: taken from the pool by the first block and
+        kept for the next ones, until :meth:`_release` (a block that left it unusable gets a new one)."""
+        held = self._held
+        if held is not None and not held.closed and held.info.transaction_status == pq.TransactionStatus.IDLE:
+            return held
+        await self._release()
+        pool = self._job._pool  # the pool the worker gave the attempt
+        if pool is None:
+            raise WorkflowError(f"workflow {self.id}: context.transaction needs a worker of a database connection")
+        self._held = await pool.getconn()
+        return self._held
+
+    async def _block_ended(self) -> None:
+        """A transaction block is done with the connection: kept for the next block, or given back."""
+        if not self._keep_connection:
+            await self._release()
+
+    async def _release(self) -> None:
+        """Give the blocks' connection back to the pool (if one is held). ``putconn``, not the exit of
+        ``pool.connection()``, which would COMMIT: the pool rolls back or replaces what a block left."""
+        held, self._held = self._held, None
+        if held is not None and self._job._pool is not None:
+            await self._job._pool.putconn(held)
+
     def _close(self) -> None:
         self._open = False
 
@@ -443,11 +479,15 @@ async def run_workflow(function: Callable[..., Awaitable[Any]], args: dict[str, 
     except _Suspended:
         return None  # the attempt ended in the database (parked): the executor sees the decision
     except _Terminated as stop:
-        await context.fail(stop.error)
+        error: WorkflowError = stop.error
     except WorkflowError as exc:
         # A timeout, a failed child, or the workflow's bad use of its context (a bad name or delay, a
         # context.run of a non-job): every replay would raise the same, so no try is spent on it.
-        await context.fail(exc)
+        error = exc
     finally:
+        # On every way out (a return, a park, a failure, a cancellation, a lost lease) the blocks'
+        # connection goes back to the pool before the job's decision takes one of its own.
+        await flow._release()
         flow._close()
+    await context.fail(error)
     return None

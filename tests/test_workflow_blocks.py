@@ -94,3 +94,19 @@ async def test_a_stale_holders_later_block_records_nothing_and_its_writes_roll_b
             await flows.three_blocks(key=f"stale-{recorded}").handle(context)
     assert await _effects(dsn, f"stale-{recorded}") == []
     assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == recorded
+
+
+async def test_an_attempts_blocks_share_one_connection_given_back_on_every_way_out(
+        client: Client, runs: Runs, dsn: str, effects: None) -> None:
+    flows.FAILURES["shared:outside"] = 1  # the attempt ends by an error holding the blocks' connection
+    flows.FAILURES["shared:four"] = 1  # the last block fails once: its attempt ends by its error
+    runs.start(await client.worker(queues=["wf"], concurrency=1))
+    handle = await client.dispatch(flows.shared_connection(key="shared"))
+    assert await finish(handle.result(timeout=30), "the workflow") == "done"
+    assert flows.PIDS["shared:one"] == flows.PIDS["shared:two"]  # back to back: one connection
+    assert flows.PIDS["shared:three"] == flows.PIDS["shared:four"][:1]  # after the sleep: again one
+    assert await _effects(dsn, "shared") == ["four", "one", "three", "two"]  # each once
+    await runs.close()
+    pool = await client.pool()
+    stats = pool.get_stats()  # every connection is back: an error, a park, a failed block, a success
+    assert stats["pool_size"] - stats["pool_available"] == 0 and stats.get("requests_waiting", 0) == 0

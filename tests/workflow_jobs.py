@@ -249,3 +249,23 @@ async def going_on(context: WorkflowContext, key: str) -> None:
         except Exception:  # what the test is about: a handler that goes on
             _ran(key, "caught")
         await conn.execute("insert into wf_effects (key, step) values (%s, 'careless')", (key,))
+
+
+#: The backend pid of each block of :func:`shared_connection` (key:block -> pids, one per run).
+PIDS: dict[str, list[int]] = {}
+
+
+@workflow(queue="wf", tries=3)
+async def shared_connection(context: WorkflowContext, key: str) -> str:
+    """Blocks back to back (one connection), an error outside the steps after two of them (the attempt
+    ends holding it), a step and a sleep between them (it goes back to the pool), a block that fails."""
+    for name in ("one", "two", "three", "four"):
+        if name == "three":
+            _ran(key, "outside")
+            await context.step("between", _ran, key, "between")
+            await context.sleep(0.05)
+        async with context.transaction(name) as conn:
+            PIDS.setdefault(f"{key}:{name}", []).append(conn.info.backend_pid)
+            await conn.execute("insert into wf_effects (key, step) values (%s, %s)", (key, name))
+            _ran(key, name)
+    return "done"
