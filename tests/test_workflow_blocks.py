@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from pgqueue import Client, JobContext, QueueLeaseError
+from pgqueue import Client, JobContext, QueueLeaseError, WorkflowContext
 from tests import workflow_jobs as flows
 from tests.worker_support import Runs, client, finish, rows, runs, scalar, wait_until
 
@@ -96,15 +96,21 @@ async def test_a_stale_holders_later_block_records_nothing_and_its_writes_roll_b
     assert await scalar(dsn, "select count(*) from pgqueue.workflow_steps") == recorded
 
 
-async def test_an_attempts_blocks_share_one_connection_given_back_on_every_way_out(
-        client: Client, runs: Runs, dsn: str, effects: None) -> None:
+@pytest.mark.parametrize("keep", [False, True])
+async def test_an_attempts_blocks_give_their_connection_back_on_every_way_out(
+        client: Client, runs: Runs, dsn: str, effects: None, keep: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # keep: the blocks of an attempt share one connection (off by default: Python work between two
+    # blocks would hold it; see WorkflowContext._keep_connection).
+    monkeypatch.setattr(WorkflowContext, "_keep_connection", keep)
+    flows.PIDS.clear()
     flows.FAILURES["shared:outside"] = 1  # the attempt ends by an error holding the blocks' connection
     flows.FAILURES["shared:four"] = 1  # the last block fails once: its attempt ends by its error
     runs.start(await client.worker(queues=["wf"], concurrency=1))
     handle = await client.dispatch(flows.shared_connection(key="shared"))
     assert await finish(handle.result(timeout=30), "the workflow") == "done"
-    assert flows.PIDS["shared:one"] == flows.PIDS["shared:two"]  # back to back: one connection
-    assert flows.PIDS["shared:three"] == flows.PIDS["shared:four"][:1]  # after the sleep: again one
+    if keep:
+        assert flows.PIDS["shared:one"] == flows.PIDS["shared:two"]  # back to back: one connection
+        assert flows.PIDS["shared:three"] == flows.PIDS["shared:four"][:1]  # after the sleep: again one
     assert await _effects(dsn, "shared") == ["four", "one", "three", "two"]  # each once
     await runs.close()
     pool = await client.pool()
