@@ -52,6 +52,16 @@ def reserve(dsn: str, queue: str, count: int) -> list[str | None]:
             (queue, count)).fetchall()]
 
 
+def allowance(dsn: str, queue: str, partition: str) -> int:
+    """What pgqueue.partition_allowance says ``partition`` may still get now (of 50)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(b"select allowance from pgqueue.partition_allowance("
+                           b"(select q from pgqueue.queues q where q.name = %s), %s, 50, clock_timestamp())",
+                           (queue, partition)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def granted(dsn: str, queue: str, count: int) -> Counter[str | None]:
     """How many jobs of each partition one reservation of ``count`` grants."""
     return Counter(reserve(dsn, queue, count))
@@ -156,6 +166,8 @@ async def test_per_partition_concurrency_caps_each_partition_and_an_override_rep
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("delete from pgqueue.jobs where id = (select id from pgqueue.jobs where partition = 'tenant:a' "
                      "and token is not null limit 1)")
+    # pgqueue.partition_allowance (kept for psql) reads the limits as reserve_partitions does.
+    assert (allowance(dsn, "orders", "tenant:a"), allowance(dsn, "orders", "tenant:big")) == (1, 0)
     assert granted(dsn, "orders", 50) == {"tenant:a": 1}
 
     # Without the override, tenant:big has the queue's 2 (and 5 running already: nothing);

@@ -436,6 +436,9 @@ def _call_partition_functions(conn: Conn, call: Callable[..., list[dict[str, obj
     call("select pgqueue.set_aging('fair', 0.5)")
     call("select pgqueue.set_aging('fair', 0)", refused=True)
     call("select * from pgqueue.reserve(array['fair'], 5, 60)")
+    # Revision 0010: reserve_partitions reads the limits itself; partition_allowance is kept for psql.
+    call("select * from pgqueue.partition_allowance((select q from pgqueue.queues q where q.name = 'parts'), "
+         "'a', 5, now())")
 
 
 def _call_partition_adaptive(conn: Conn, call: Callable[..., list[dict[str, object]]]) -> None:
