@@ -1,0 +1,39 @@
+"""pgqueue: the revision after the workflows (open: what this wave changes in the database).
+
+Revision ID: pgqueue_0011
+Revises: pgqueue_0010
+Create Date: 2026-12-02
+
+sql/revisions/0011/upgrade.sql (tables) and the functions below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pgqueue.migration_support import run_sql_files
+
+revision: str = "pgqueue_0011"
+down_revision: str | Sequence[str] | None = "pgqueue_0010"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Files under sql/, in the order they run (sql/migrations.lock holds their SHA-256): the table
+# changes, then each new or changed function's new version, "functions/<name>/0011.sql".
+UPGRADE = (
+    "revisions/0011/upgrade.sql",
+)
+
+# The downgrade to pgqueue_0010: undo the table changes and drop the functions this revision
+# added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
+DOWNGRADE = (
+    "revisions/0011/downgrade.sql",
+)
+
+
+def upgrade() -> None:
+    run_sql_files(UPGRADE)
+
+
+def downgrade() -> None:
+    run_sql_files(DOWNGRADE)

@@ -1,0 +1,3 @@
+-- pgqueue revision 0011's downgrade to 0010: undoes upgrade.sql and drops the functions 0011 added
+-- (each replaced function's previous version runs after this file).
+select 1;
