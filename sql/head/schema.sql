@@ -79,7 +79,10 @@ create table pgqueue.jobs (
     autovacuum_vacuum_insert_threshold = 50000,
     autovacuum_analyze_scale_factor = 0.0,
     autovacuum_analyze_threshold = 10000,
-    autovacuum_vacuum_cost_delay = 0
+    autovacuum_vacuum_cost_delay = 0,
+    -- issue 27 (WAL): half of each page kept free at insert, so that a reservation's new row version
+    -- lands on its page and its WAL record logs only the changed bytes, not the envelope
+    fillfactor = 50
 );
 
 -- The one index the reservation needs: per queue and priority, ready jobs and expired

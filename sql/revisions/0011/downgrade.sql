@@ -1,3 +1,6 @@
 -- pgqueue revision 0011's downgrade to 0010: undoes upgrade.sql and drops the functions 0011 added
 -- (each replaced function's previous version runs after this file).
-select 1;
+
+-- issue 27 (WAL)
+alter table pgqueue.jobs reset (fillfactor);
+-- end issue 27 (WAL)
