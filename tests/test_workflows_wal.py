@@ -5,6 +5,7 @@ checkpoint writes its row and one index entry, no more."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
@@ -25,3 +26,80 @@ def test_a_reservation_rewrites_each_job_on_its_own_page(dsn: str) -> None:
         assert len(reserve(conn, ["paged"], 60)) == 60
         assert conn.execute("select count(*) from pgqueue.jobs where token is not null").fetchone() == (60,)
         assert _pages(conn) == before
+
+
+def _held(conn: psycopg.Connection[tuple[object, ...]], queue: str = "wf") -> tuple[object, int]:
+    enqueue(conn, envelope(queue))
+    [held] = reserve(conn, [queue], 1)
+    return held["id"], held["token"]
+
+
+def _checkpoint(conn: psycopg.Connection[tuple[object, ...]], job: object, token: int, seq: int, name: str,
+                kind: str = "transaction") -> object:
+    return conn.execute("select pgqueue.workflow_checkpoint(%s, %s, %s, %s, %s, '1', 0.1)",
+                        (job, token, seq, name, kind)).fetchone()[0]  # type: ignore[index]
+
+
+def _steps(conn: psycopg.Connection[tuple[object, ...]], job: object) -> list[tuple[object, ...]]:
+    return conn.execute("select seq, name, state, attempts, error from pgqueue.workflow_steps where job_id = %s "
+                        "order by seq", (job,)).fetchall()
+
+
+def test_a_checkpoint_writes_its_row_and_one_index_entry(dsn: str) -> None:
+    # Its WAL: the job's row lock, the step's row, its primary key entry, the commit; no speculative
+    # insertion's confirmation record, no (job_id, name) index entry.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            conn.execute("create extension if not exists pg_walinspect")
+        except psycopg.Error as exc:
+            pytest.skip(f"pg_walinspect is not available: {exc}")
+        job, token = _held(conn)
+        assert _checkpoint(conn, job, token, 1, "warm-up") == "recorded"  # the steps' pages exist
+        start = conn.execute("select pg_current_wal_insert_lsn()").fetchone()[0]  # type: ignore[index]
+        with conn.transaction():
+            assert _checkpoint(conn, job, token, 2, "charge") == "recorded"
+            xid = conn.execute("select (txid_current() % 4294967296)::text").fetchone()[0]  # type: ignore[index]
+        end = conn.execute("select pg_current_wal_flush_lsn()").fetchone()[0]  # type: ignore[index]
+        records = conn.execute(
+            "select r.resource_manager, split_part(r.record_type, ' ', 1), coalesce(c.relname, '-')"
+            " from pg_get_wal_records_info(%s, %s) r"
+            " left join pg_class c on c.relfilenode = (regexp_match(r.block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid"
+            " where r.xid::text = %s order by r.start_lsn", (start, end, xid)).fetchall()
+    assert [r for r in records if r[0] != "Heap2"] == [  # Heap2: pruning of a page, as it comes
+        ("Heap", "LOCK", "jobs"), ("Heap", "INSERT", "workflow_steps"),
+        ("Btree", "INSERT_LEAF", "workflow_steps_pkey"), ("Transaction", "COMMIT", "-")]
+
+
+def test_a_name_another_step_holds_is_refused_without_its_index(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job, token = _held(conn)
+        assert _checkpoint(conn, job, token, 1, "charge") == "recorded"
+        assert _checkpoint(conn, job, token, 2, "charge") == "conflict"  # the name, at another seq
+        assert _checkpoint(conn, job, token, 1, "ship") == "conflict"  # the seq, under another name
+        assert _checkpoint(conn, job, token, 1, "charge") == "conflict"  # succeeded already
+        assert _checkpoint(conn, job, token, 1, "charge", "step") == "conflict"  # another kind
+        # a block's checkpoint (with its mark) refuses with an error, so its writes roll back
+        with pytest.raises(psycopg.Error) as refused, conn.transaction():
+            conn.execute("select set_config('pgqueue.workflow_block', 'm', true)")
+            conn.execute("select pgqueue.workflow_checkpoint(%s, %s, 2, 'charge', 'transaction', '1', 0.1, 'm')",
+                         (job, token))
+        assert refused.value.sqlstate == "PGQ11"
+        # the other fenced writers refuse the name too
+        assert conn.execute("select pgqueue.workflow_step_failed(%s, %s, 2, 'charge', 'E: x', 3, 0)",
+                            (job, token)).fetchone() == ("conflict",)
+        assert conn.execute("select outcome from pgqueue.workflow_wait(%s, %s, 2, 'charge', 'sleep', null, 60)",
+                            (job, token)).fetchone() == ("conflict",)
+        assert _steps(conn, job) == [(1, "charge", "succeeded", 1, None)]
+
+
+def test_a_step_that_failed_before_is_recorded_in_its_row(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        job, token = _held(conn)
+        assert conn.execute("select pgqueue.workflow_step_failed(%s, %s, 1, 'charge', 'E: x', 3, 0)",
+                            (job, token)).fetchone() == ("retrying",)
+        [again] = reserve(conn, ["wf"], 1)
+        assert _checkpoint(conn, job, again["token"], 1, "charge", "step") == "recorded"
+        assert _steps(conn, job) == [(1, "charge", "succeeded", 2, None)]
+        assert _checkpoint(conn, job, token, 2, "ship") == "not_yours"  # the old token
+        assert _checkpoint(conn, job, again["token"], 2, "ship") == "recorded"
+        assert [s[:3] for s in _steps(conn, job)] == [(1, "charge", "succeeded"), (2, "ship", "succeeded")]

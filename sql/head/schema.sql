@@ -531,7 +531,9 @@ create table pgqueue.workflow_steps (
     signal     text,                               -- signal: the awaited name
     child_id   uuid,                               -- child: the job dispatched
     primary key (job_id, seq),
-    constraint workflow_steps_name_unique unique (job_id, name),
+    -- issue 27 (WAL): no unique (job_id, name) index: a name at another seq is refused by the fenced
+    -- functions, under the job's row lock, reading the job's steps through the primary key (one index
+    -- entry less per step)
     constraint workflow_steps_seq check (seq >= 1),
     constraint workflow_steps_name check (length(name) between 1 and 200),
     constraint workflow_steps_kind check (kind in ('step', 'transaction', 'sleep', 'signal', 'child')),

@@ -3,4 +3,5 @@
 
 -- issue 27 (WAL)
 alter table pgqueue.jobs reset (fillfactor);
+alter table pgqueue.workflow_steps add constraint workflow_steps_name_unique unique (job_id, name);
 -- end issue 27 (WAL)
