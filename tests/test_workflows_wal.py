@@ -12,7 +12,7 @@ from tests.sql_calls import enqueue, reserve
 
 
 def _pages(conn: psycopg.Connection[tuple[object, ...]]) -> dict[object, object]:
-    return dict(conn.execute("select id, (ctid::text::point)[0] from pgqueue.jobs").fetchall())
+    return {row[0]: row[1] for row in conn.execute("select id, (ctid::text::point)[0] from pgqueue.jobs")}
 
 
 def test_a_reservation_rewrites_each_job_on_its_own_page(dsn: str) -> None:
