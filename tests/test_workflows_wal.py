@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from pgqueue import migrate
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
 
@@ -103,3 +104,29 @@ def test_a_step_that_failed_before_is_recorded_in_its_row(dsn: str) -> None:
         assert _checkpoint(conn, job, token, 2, "ship") == "not_yours"  # the old token
         assert _checkpoint(conn, job, again["token"], 2, "ship") == "recorded"
         assert [s[:3] for s in _steps(conn, job)] == [(1, "charge", "succeeded"), (2, "ship", "succeeded")]
+
+
+def _fillfactor(conn: psycopg.Connection[tuple[object, ...]]) -> list[object]:
+    return [o for (o,) in conn.execute("select unnest(reloptions) from pg_class where oid = 'pgqueue.jobs'::regclass")
+            if str(o).startswith("fillfactor")]
+
+
+def test_upgrading_0010_keeps_a_running_workflows_steps_and_its_guard(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn, "pgqueue_0010")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:  # a workflow half way at 0010
+        job, token = _held(conn)
+        assert _checkpoint(conn, job, token, 1, "charge") == "recorded"
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert _fillfactor(conn) == ["fillfactor=50"]
+        assert conn.execute("select count(*) from pg_indexes where schemaname = 'pgqueue' "
+                            "and tablename = 'workflow_steps'").fetchone() == (2,)  # the key, the children's
+        assert _checkpoint(conn, job, token, 2, "charge") == "conflict"
+        assert _checkpoint(conn, job, token, 2, "ship") == "recorded"
+    migrate.downgrade(empty_dsn, "pgqueue_0010")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert [s[:2] for s in _steps(conn, job)] == [(1, "charge"), (2, "ship")]
+        with pytest.raises(psycopg.errors.UniqueViolation):  # the 0010 index is back
+            conn.execute("insert into pgqueue.workflow_steps (job_id, seq, name, kind, state) "
+                         "values (%s, 3, 'ship', 'step', 'waiting')", (job,))
+        assert _fillfactor(conn) == []
