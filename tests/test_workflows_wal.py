@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from benchmarks import workflow_wal
 from pgqueue import migrate
 from tests.helpers import envelope
 from tests.sql_calls import enqueue, reserve
@@ -130,3 +131,20 @@ def test_upgrading_0010_keeps_a_running_workflows_steps_and_its_guard(empty_dsn:
             conn.execute("insert into pgqueue.workflow_steps (job_id, seq, name, kind, state) "
                          "values (%s, 3, 'ship', 'step', 'waiting')", (job,))
         assert _fillfactor(conn) == []
+
+
+async def test_the_wal_breakdown_names_each_relation_a_workflow_writes(pg_admin_dsn: str) -> None:
+    # benchmarks.workflow_wal end to end at a tiny size (a fresh database, the benchmark's worker
+    # process): a step's checkpoint shows as its row and its primary key entry, and nothing else of
+    # workflow_steps (no name index, no speculative insertion's confirmation).
+    phases = await workflow_wal.breakdown(pg_admin_dsn, "pgqueue", 3, 1)
+    if not phases["drain"]:
+        pytest.skip("pg_walinspect attributed no WAL to the database on this server")
+    steps = {(r["rmgr"], r["record"], r["relation"]): r["records"] for r in phases["drain"]
+             if str(r["relation"]).startswith("workflow_steps")}
+    assert {k for k in steps if k[1] not in ("NEWROOT", "INSERT+INIT")} == {
+        ("Heap", "INSERT", "workflow_steps"), ("Btree", "INSERT_LEAF", "workflow_steps_pkey")}
+    # five checkpoints per workflow: their rows (the first on a new page) and their key entries
+    assert steps[("Btree", "INSERT_LEAF", "workflow_steps_pkey")] == 5
+    assert steps[("Heap", "INSERT", "workflow_steps")] + steps.get(("Heap", "INSERT+INIT", "workflow_steps"), 0) == 5
+    assert any(line.startswith("| Heap | INSERT | workflow_steps |") for line in workflow_wal.table(phases))
