@@ -124,7 +124,7 @@ class TransactionBlock:
     first, takes one round trip more. Out of pipeline mode (``pipeline=False``): BEGIN, each
     statement, then the checkpoint and COMMIT, each one round trip."""
 
-    __slots__ = ("_conn", "_context", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
+    __slots__ = ("_conn", "_context", "_cur", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
                  "_started")
 
     def __init__(self, context: _Workflow, name: str, pipeline: bool = True) -> None:
@@ -135,6 +135,7 @@ class TransactionBlock:
         self._skipped = False
         self._mark = ""
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._cur: psycopg.AsyncCursor[Any] | None = None  # pipelined: the cursor of the block's own statements
         self._pipe = contextlib.AsyncExitStack()  # its pipeline, left before the connection goes back
         self._started = 0.0
 
@@ -150,7 +151,7 @@ class TransactionBlock:
         try:
             conn = await self._connect()
             await self._enter_pipeline(conn)
-            await Store.workflow_block_begin(conn, self._mark)
+            await Store.workflow_block_begin(conn, self._mark, self._cur)
         except BaseException as exc:
             context._in_step = False
             await self._abandon(exc)
@@ -171,6 +172,7 @@ class TransactionBlock:
     async def _enter_pipeline(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if self._pipelined:
             await self._pipe.enter_async_context(conn.pipeline())
+            self._cur = conn.cursor()
 
     async def _enter_first(self) -> Any:
         """The attempt's first step is this block: the recorded steps are read and the block's transaction
@@ -231,7 +233,7 @@ class TransactionBlock:
                                                           self._name, seconds)
         try:
             await Store.workflow_queue_checkpoint(conn, self._mark, context.id, job.token, self._seq, self._name,
-                                                  seconds)
+                                                  seconds, self._cur)
             await self._pipe.aclose()  # the sync: everything queued is sent; the first error is raised
         except psycopg.Error as exc:
             answer = refusal(exc)
