@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from pgqueue.store import WorkflowStep
 
 __all__ = ["BlockConnection", "TransactionBlock"]
+
+logger = logging.getLogger("pgqueue.workflows")
 
 #: The give-backs under way (:meth:`BlockConnection.block_ended`): a task is kept until it is done.
 _GIVING_BACK: set[asyncio.Task[None]] = set()
@@ -71,7 +74,7 @@ class BlockConnection:
         self._conn = None  # from now on no block can take it
         task = asyncio.get_running_loop().create_task(pool.putconn(held))
         _GIVING_BACK.add(task)
-        task.add_done_callback(_GIVING_BACK.discard)
+        task.add_done_callback(_given_back)
 
     async def release(self) -> None:
         """Give the connection back now (if one is held). ``putconn``, not the exit of ``pool.connection()``,
@@ -79,6 +82,12 @@ class BlockConnection:
         held, self._conn = self._conn, None
         if held is not None and self._job._pool is not None:
             await self._job._pool.putconn(held)
+
+
+def _given_back(task: asyncio.Task[None]) -> None:
+    _GIVING_BACK.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:  # the pool closes what it cannot take
+        logger.warning("pgqueue: giving a workflow block's connection back to the pool failed: %r", error)
 
 
 class _Workflow(Protocol):

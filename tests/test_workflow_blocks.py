@@ -13,7 +13,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import Client, JobContext, QueueLeaseError, WorkflowContext
-from pgqueue.workflow_block import _GIVING_BACK, BlockConnection
+from pgqueue.workflow_block import _GIVING_BACK, BlockConnection, _given_back
 from tests import workflow_jobs as flows
 from tests.worker_support import Runs, client, finish, rows, runs, scalar, wait_until
 
@@ -146,3 +146,16 @@ async def test_blocks_back_to_back_share_a_connection_given_back_once_the_code_a
         await asyncio.sleep(0)
         await asyncio.gather(*_GIVING_BACK)
         assert pool.get_stats()["pool_available"] == 2
+
+
+async def test_a_give_back_that_fails_is_logged_not_left_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
+    async def refused() -> None:
+        raise psycopg.OperationalError("the pool refused it")
+
+    task = asyncio.get_running_loop().create_task(refused())
+    _GIVING_BACK.add(task)
+    task.add_done_callback(_given_back)
+    with caplog.at_level("WARNING", logger="pgqueue.workflows"):
+        await asyncio.gather(task, return_exceptions=True)
+    assert task not in _GIVING_BACK
+    assert "giving a workflow block's connection back to the pool failed" in caplog.text
