@@ -3,7 +3,9 @@ commit in one transaction fenced by the reservation's token; a replayed block is
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,6 +14,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 
+from pgqueue.errors import WorkflowError
 from pgqueue.store import Store
 from pgqueue.store.workflows import refusal
 
@@ -19,7 +22,72 @@ if TYPE_CHECKING:
     from pgqueue.job_context import JobContext
     from pgqueue.store import WorkflowStep
 
-__all__ = ["TransactionBlock"]
+__all__ = ["BlockConnection", "TransactionBlock"]
+
+logger = logging.getLogger("pgqueue.workflows")
+
+#: The give-backs under way (:meth:`BlockConnection.block_ended`): a task is kept until it is done.
+_GIVING_BACK: set[asyncio.Task[None]] = set()
+
+
+class BlockConnection:
+    """The pooled connection of an attempt's transaction blocks: a block takes it (:meth:`take`); at the
+    block's end (:meth:`block_ended`) it stays for a block that follows at once and goes back to the pool
+    at the event loop's next turn, that is once the workflow's code awaits anything but a block (or ends).
+    Kept meanwhile, it cannot starve the pool: the attempt's code runs on without awaiting, so no other
+    task (another attempt, the worker's acks and reservations) could run and wait for it. One pool
+    checkout for blocks back to back, where one each took ~10 % of a block's client CPU. ``keep``
+    (``WorkflowContext._keep_connection``): kept until :meth:`release`, across awaits too."""
+
+    __slots__ = ("_conn", "_job", "_keep", "_uses")
+
+    def __init__(self, job: JobContext, keep: bool) -> None:
+        self._job = job
+        self._keep = keep
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._uses = 0  # blocks that took it: a give-back scheduled before the latest one is void
+
+    async def take(self) -> psycopg.AsyncConnection[Any]:
+        """The connection for a block: the one kept (if usable: idle) or a new one from the pool."""
+        self._uses += 1
+        held = self._conn
+        if held is not None and not held.closed and held.info.transaction_status == pq.TransactionStatus.IDLE:
+            return held
+        await self.release()
+        pool = self._job._pool  # the pool the worker gave the attempt
+        if pool is None:
+            raise WorkflowError(f"workflow {self._job.id}: context.transaction needs a worker of a database "
+                                "connection")
+        self._conn = await pool.getconn()
+        return self._conn
+
+    def block_ended(self) -> None:
+        """A block committed: keep the connection for a block that follows at once, give it back at the
+        loop's next turn unless one took it (its own give-back is scheduled at its end)."""
+        if not self._keep:
+            asyncio.get_running_loop().call_soon(self._give_back, self._uses)
+
+    def _give_back(self, uses: int) -> None:
+        held, pool = self._conn, self._job._pool
+        if held is None or pool is None or uses != self._uses:
+            return  # given back already, or a later block took it (and gives it back itself)
+        self._conn = None  # from now on no block can take it
+        task = asyncio.get_running_loop().create_task(pool.putconn(held))
+        _GIVING_BACK.add(task)
+        task.add_done_callback(_given_back)
+
+    async def release(self) -> None:
+        """Give the connection back now (if one is held). ``putconn``, not the exit of ``pool.connection()``,
+        which would COMMIT: the pool rolls back or replaces what a block left."""
+        held, self._conn = self._conn, None
+        if held is not None and self._job._pool is not None:
+            await self._job._pool.putconn(held)
+
+
+def _given_back(task: asyncio.Task[None]) -> None:
+    _GIVING_BACK.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:  # the pool closes what it cannot take
+        logger.warning("pgqueue: giving a workflow block's connection back to the pool failed: %r", error)
 
 
 class _Workflow(Protocol):
@@ -39,9 +107,7 @@ class _Workflow(Protocol):
 
     def _answered(self, answer: str, name: str, what: str) -> None: ...
 
-    async def _connection(self) -> psycopg.AsyncConnection[Any]: ...
-
-    async def _block_ended(self) -> None: ...
+    _held: BlockConnection
 
     async def _release(self) -> None: ...
 
@@ -67,7 +133,7 @@ class TransactionBlock:
     first, takes one round trip more. Out of pipeline mode (``pipeline=False``): BEGIN, each
     statement, then the checkpoint and COMMIT, each one round trip."""
 
-    __slots__ = ("_conn", "_context", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
+    __slots__ = ("_conn", "_context", "_cur", "_mark", "_name", "_pipe", "_pipelined", "_seq", "_skipped",
                  "_started")
 
     def __init__(self, context: _Workflow, name: str, pipeline: bool = True) -> None:
@@ -78,6 +144,7 @@ class TransactionBlock:
         self._skipped = False
         self._mark = ""
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._cur: psycopg.AsyncCursor[Any] | None = None  # pipelined: the cursor of the block's own statements
         self._pipe = contextlib.AsyncExitStack()  # its pipeline, left before the connection goes back
         self._started = 0.0
 
@@ -93,7 +160,7 @@ class TransactionBlock:
         try:
             conn = await self._connect()
             await self._enter_pipeline(conn)
-            await Store.workflow_block_begin(conn, self._mark)
+            await Store.workflow_block_begin(conn, self._mark, self._cur)
         except BaseException as exc:
             context._in_step = False
             await self._abandon(exc)
@@ -104,7 +171,7 @@ class TransactionBlock:
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         context = self._context
         job = context._job  # its own block
-        conn = await context._connection()  # the attempt's blocks share one (its own block's context)
+        conn = await context._held.take()  # the attempt's blocks share one (its own block's context)
         self._conn = conn
         # The block's mark on its transaction (a transaction-local setting): the checkpoint is refused in
         # any other transaction, e.g. one the handler began after ending the block's.
@@ -114,6 +181,7 @@ class TransactionBlock:
     async def _enter_pipeline(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if self._pipelined:
             await self._pipe.enter_async_context(conn.pipeline())
+            self._cur = conn.cursor()
 
     async def _enter_first(self) -> Any:
         """The attempt's first step is this block: the recorded steps are read and the block's transaction
@@ -153,7 +221,7 @@ class TransactionBlock:
             raise
         context = self._context
         if answer == "recorded":
-            await context._block_ended()  # its own block: kept for the next block
+            context._held.block_ended()  # its own block: kept for a block that follows at once
         else:
             await context._release()  # a refused block's connection goes back, whatever its state
         if answer == "ended":
@@ -174,7 +242,7 @@ class TransactionBlock:
                                                           self._name, seconds)
         try:
             await Store.workflow_queue_checkpoint(conn, self._mark, context.id, job.token, self._seq, self._name,
-                                                  seconds)
+                                                  seconds, self._cur)
             await self._pipe.aclose()  # the sync: everything queued is sent; the first error is raised
         except psycopg.Error as exc:
             answer = refusal(exc)

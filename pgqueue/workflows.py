@@ -37,7 +37,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
-from psycopg import pq
 
 from pgqueue.backoff import Backoff
 from pgqueue.envelope import Envelope
@@ -56,7 +55,7 @@ from pgqueue.jobs import Job
 from pgqueue.jsonvalues import check_json_safe, dumps_json
 from pgqueue.results import DEFAULT_RESULT_TTL, MAX_RESULT_BYTES, result_ttl
 from pgqueue.store import Store
-from pgqueue.workflow_block import TransactionBlock
+from pgqueue.workflow_block import BlockConnection, TransactionBlock
 
 if TYPE_CHECKING:
     from pgqueue.config import ConnectionConfig
@@ -129,10 +128,11 @@ class WorkflowContext:
     __slots__ = ("_config", "_held", "_in_step", "_job", "_loaded", "_names", "_open", "_recorded", "_seq",
                  "_steps", "_store", "_version")
 
-    #: Whether consecutive transaction blocks of an attempt share one pooled connection (taken at the
-    #: first block, given back at the attempt's end or at its next step of another kind). Off: Python
-    #: work between two blocks (a call outside any step) would hold it, and ten such attempts would
-    #: starve a pool of ten, the worker's own acks and reservations included; measured 8-13 % faster.
+    #: Whether the transaction blocks of an attempt keep one pooled connection until the attempt's end or
+    #: its next step of another kind, across awaits between them too. Off: an await between two blocks
+    #: (outside any step) would hold it, and ten such attempts would starve a pool of ten, the worker's
+    #: own acks and reservations included. Without it, blocks that follow each other at once share the
+    #: connection all the same, given back at the event loop's next turn (see BlockConnection).
     _keep_connection: ClassVar[bool] = False
 
     def __init__(self, job: JobContext, store: Store, config: ConnectionConfig | None,
@@ -150,7 +150,7 @@ class WorkflowContext:
         self._seq = 0
         self._in_step = False
         self._open = True
-        self._held: psycopg.AsyncConnection[Any] | None = None
+        self._held = BlockConnection(job, self._keep_connection)
 
     @property
     def job(self) -> JobContext:
@@ -246,8 +246,9 @@ class WorkflowContext:
         statement is then sent when a result of the block is fetched (``await cur.fetchone()``) or when
         the block ends, and its error is raised there, not by ``execute``. ``pipeline=False`` for what
         pipeline mode cannot do (COPY, server-side cursors) or to see each error at its ``execute``: one
-        round trip per statement, and BEGIN's own. Blocks that follow each other share one pooled
-        connection, kept until the attempt ends or its next step of another kind."""
+        round trip per statement, and BEGIN's own. Blocks that follow each other at once (nothing awaited
+        between them) share one pooled connection; it goes back to the pool as soon as the code awaits
+        anything else, at its next step of another kind or at the attempt's end."""
         return TransactionBlock(self, name, pipeline and psycopg.Pipeline.is_supported())
 
     async def sleep(self, delay: timedelta | float, *, name: str | None = None) -> None:
@@ -420,30 +421,9 @@ class WorkflowContext:
         envelope = Envelope(**{**_fields(envelope), "result_ttl": kept})
         return envelope.encode(self._config.max_payload_bytes)
 
-    async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        """The connection of the attempt's transaction blocks: taken from the pool by the first block and
-        kept for the next ones, until :meth:`_release` (a block that left it unusable gets a new one)."""
-        held = self._held
-        if held is not None and not held.closed and held.info.transaction_status == pq.TransactionStatus.IDLE:
-            return held
-        await self._release()
-        pool = self._job._pool  # the pool the worker gave the attempt
-        if pool is None:
-            raise WorkflowError(f"workflow {self.id}: context.transaction needs a worker of a database connection")
-        self._held = await pool.getconn()
-        return self._held
-
-    async def _block_ended(self) -> None:
-        """A transaction block is done with the connection: kept for the next block, or given back."""
-        if not self._keep_connection:
-            await self._release()
-
     async def _release(self) -> None:
-        """Give the blocks' connection back to the pool (if one is held). ``putconn``, not the exit of
-        ``pool.connection()``, which would COMMIT: the pool rolls back or replaces what a block left."""
-        held, self._held = self._held, None
-        if held is not None and self._job._pool is not None:
-            await self._job._pool.putconn(held)
+        """Give the blocks' connection back to the pool now (if one is held)."""
+        await self._held.release()
 
     def _close(self) -> None:
         self._open = False

@@ -5,6 +5,7 @@ statement fails the block."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -12,6 +13,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from pgqueue import Client, JobContext, QueueLeaseError, WorkflowContext
+from pgqueue.workflow_block import _GIVING_BACK, BlockConnection, _given_back
 from tests import workflow_jobs as flows
 from tests.worker_support import Runs, client, finish, rows, runs, scalar, wait_until
 
@@ -108,11 +110,52 @@ async def test_an_attempts_blocks_give_their_connection_back_on_every_way_out(
     runs.start(await client.worker(queues=["wf"], concurrency=1))
     handle = await client.dispatch(flows.shared_connection(key="shared"))
     assert await finish(handle.result(timeout=30), "the workflow") == "done"
-    if keep:
-        assert flows.PIDS["shared:one"] == flows.PIDS["shared:two"]  # back to back: one connection
-        assert flows.PIDS["shared:three"] == flows.PIDS["shared:four"][:1]  # after the sleep: again one
+    # Back to back: one connection, kept or not (without keep, given back at the loop's next turn).
+    assert flows.PIDS["shared:one"] == flows.PIDS["shared:two"]
+    assert flows.PIDS["shared:three"] == flows.PIDS["shared:four"][:1]  # after the sleep: again one
     assert await _effects(dsn, "shared") == ["four", "one", "three", "two"]  # each once
     await runs.close()
     pool = await client.pool()
     stats = pool.get_stats()  # every connection is back: an error, a park, a failed block, a success
     assert stats["pool_size"] - stats["pool_available"] == 0 and stats.get("requests_waiting", 0) == 0
+
+
+@pytest.mark.parametrize("keep", [False, True])
+async def test_blocks_back_to_back_share_a_connection_given_back_once_the_code_awaits_anything_else(
+        dsn: str, keep: bool) -> None:
+    """Without keep the blocks' connection is held only while the attempt's code runs on without awaiting
+    (no other task could use it meanwhile): given back at the event loop's next turn."""
+    async with AsyncConnectionPool(dsn, min_size=2, max_size=2, kwargs={"autocommit": True}, open=False) as pool:
+        await pool.wait()
+        job = JobContext(job_id=None, token=1, attempts=1, tries=3, queue="wf",  # type: ignore[arg-type]
+                         connection="database", lease_seconds_left=60, decisions=None)  # type: ignore[arg-type]
+        job._pool = pool  # as the executor sets it
+        held = BlockConnection(job, keep)
+        first = await held.take()
+        held.block_ended()
+        assert await held.take() is first  # the next block at once: no checkout
+        held.block_ended()
+        assert pool.get_stats()["pool_available"] == 1
+        await asyncio.sleep(0)  # the code awaits something else: the loop turns
+        await asyncio.gather(*_GIVING_BACK)
+        assert pool.get_stats()["pool_available"] == (1 if keep else 2)
+        again = await held.take()  # a block after the await
+        assert keep == (again is first)
+        held.block_ended()
+        await held.release()  # the attempt's end gives it back at once; a later turn changes nothing
+        await asyncio.sleep(0)
+        await asyncio.gather(*_GIVING_BACK)
+        assert pool.get_stats()["pool_available"] == 2
+
+
+async def test_a_give_back_that_fails_is_logged_not_left_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
+    async def refused() -> None:
+        raise psycopg.OperationalError("the pool refused it")
+
+    task = asyncio.get_running_loop().create_task(refused())
+    _GIVING_BACK.add(task)
+    task.add_done_callback(_given_back)
+    with caplog.at_level("WARNING", logger="pgqueue.workflows"):
+        await asyncio.gather(task, return_exceptions=True)
+    assert task not in _GIVING_BACK
+    assert "giving a workflow block's connection back to the pool failed" in caplog.text
