@@ -22,12 +22,16 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0011.sql".
 UPGRADE = (
     "revisions/0011/upgrade.sql",
+    # issue 28: the partition walk reads the next index entries in one scan before probing
+    "functions/reserve_partitions/0011.sql",
 )
 
 # The downgrade to pgqueue_0010: undo the table changes and drop the functions this revision
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0011/downgrade.sql",
+    # issue 28
+    "functions/reserve_partitions/0010.sql",
 )
 
 
