@@ -166,7 +166,7 @@ def plain_path(admin_dsn: str, rounds: int) -> dict[str, list[float]]:
 #: ones, revision 0010's (CHANGED_IN_0011), or the current ones (0011).
 PREVIOUS = (("partition_allowance", "0009"), ("reserve_partitions", "0009"), ("reserve", "0009"))
 #: Variant "0010": these functions as revision 0010 shipped them (issue 28's changes in 0011).
-CHANGED_IN_0011 = ("reserve_partitions",)
+CHANGED_IN_0011 = ("reserve_partitions", "reserve")
 
 #: benchmarks/worker_drain.py's jobs: none, a 10 ms await, a 100 ms await.
 NOOP, PAUSE, LONG = "bench:noop", "bench:pause", "bench:pause100"
@@ -179,7 +179,10 @@ def _install(conn: psycopg.Connection[tuple[object, ...]], functions: str) -> No
         for name, version in PREVIOUS:
             conn.execute((SQL / name / f"{version}.sql").read_text().encode())
     elif functions == "0010":
-        # Revision 0010's versions of the functions revision 0011 changed, over the current ones.
+        # Revision 0010's versions of the functions revision 0011 changed, over the current ones
+        # (reserve_partitions 0011 has one more out parameter: dropped first).
+        conn.execute(b"drop function pgqueue.reserve_partitions(pgqueue.queues, smallint, integer, timestamptz, "
+                     b"timestamptz)")
         for name in CHANGED_IN_0011:
             conn.execute((SQL / name / "0010.sql").read_text().encode())
     elif functions == "main":

@@ -128,3 +128,39 @@ async def test_concurrent_reservations_of_a_walked_queue_never_share_a_job_or_pa
     ids = [job for jobs in granted for job, _ in jobs]
     assert len(ids) == len(set(ids))
     assert Counter(partition for jobs in granted for _, partition in jobs) == sizes
+
+
+def _loops_under(plan: dict[str, Any], relation: str, inside: bool = False) -> int:
+    """Executions of the jobs scans below the node writing ``relation`` in one logged plan."""
+    inside = inside or plan.get("Relation Name") == relation
+    loops = int(plan.get("Actual Loops", 0)) if inside and plan.get("Relation Name") == "jobs" else 0
+    return loops + sum(_loops_under(child, relation, inside) for child in plan.get("Plans", []))
+
+
+async def test_a_partitioned_reservation_probes_granted_jobs_for_lost_leases_only_when_one_was_lost(
+        client: Client, dsn: str) -> None:
+    # Revision 0011: reserve_partitions says whether a candidate's lease expired unended (issue 26
+    # records that attempt), so a grant without one no longer looks every job up again by id.
+    await _dispatch(client, "lost", {f"t{n:02}": 2 for n in range(10)})
+    await client.set_limits("lost", fair=True)
+    logged: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.add_notice_handler(
+            lambda d: logged.append(d.message_primary or "") if d.severity_nonlocalized == "LOG" else None)
+        conn.execute("load 'auto_explain'")
+        for setting, value in [("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
+                               ("auto_explain.log_analyze", "on"), ("auto_explain.log_timing", "off"),
+                               ("auto_explain.log_format", "json"), ("client_min_messages", "log")]:
+            conn.execute("select set_config(%s, %s, false)", (setting, value))
+        first = conn.execute("select id from pgqueue.reserve(array['lost'], 5, 60)").fetchall()
+        grants = [json.loads(m[m.find("{"):])["Plan"] for m in logged if "{" in m and "with lost as" in m]
+        assert len(first) == 5 and grants
+        assert sum(_loops_under(plan, "attempt_failures") for plan in grants) == 0
+        # Their leases expire unended (moved into the past): the next reservation records those attempts.
+        conn.execute("update pgqueue.jobs set available_at = clock_timestamp() - interval '1 second' "
+                     "where id = any(%s)", ([r[0] for r in first],))
+        again = {r[0] for r in conn.execute("select id from pgqueue.reserve(array['lost'], 20, 60)").fetchall()}
+        assert {r[0] for r in first} <= again
+        recorded = conn.execute("select count(*) from pgqueue.attempt_failures where reason = 'lease_expired' "
+                                "and job_id = any(%s)", ([r[0] for r in first],)).fetchone()
+        assert recorded is not None and recorded[0] == 5

@@ -22,8 +22,10 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0011.sql".
 UPGRADE = (
     "revisions/0011/upgrade.sql",
-    # issue 28: the partition walk reads the next index entries in one scan before probing
+    # issue 28: the partition walk reads the next index entries in one scan before probing, and
+    # tells reserve whether a candidate's lease expired unended
     "functions/reserve_partitions/0011.sql",
+    "functions/reserve/0011.sql",
 )
 
 # The downgrade to pgqueue_0010: undo the table changes and drop the functions this revision
@@ -32,6 +34,7 @@ DOWNGRADE = (
     "revisions/0011/downgrade.sql",
     # issue 28
     "functions/reserve_partitions/0010.sql",
+    "functions/reserve/0010.sql",
 )
 
 

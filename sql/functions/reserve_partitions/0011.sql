@@ -1,4 +1,4 @@
--- pgqueue.reserve_partitions(queue row, priority, take, now, ready_by) -> ids, doomed, cursor, credit
+-- pgqueue.reserve_partitions(queue row, priority, take, now, ready_by) -> ids, doomed, cursor, credit, lost
 -- Issue 28: pgqueue.reserve's first step for a queue served by partition (queues.partitioned),
 -- called with the queue's row locked (so every reservation of the queue, by any worker on any
 -- host, sees the grants committed before it and none beside it) and given that row (revision
@@ -31,13 +31,18 @@
 --   p_take + 100 ready jobs of the priority only (a scan past a partition's backlog would cost a
 --   heap visit per job): in a queue served by partition, give every job a partition.
 -- Returns the ids (in the order granted), whether any of them may not run again (doomed: the
--- caller moves those to failed_jobs), and the queue's cursor and credit as they are now.
+-- caller moves those to failed_jobs), and the queue's cursor and credit as they are now; revision
+-- 0011: and whether any of them has a lease that expired unended (lost: token set, not prefetched;
+-- the caller records that attempt), read from the rows it locks, so the caller no longer looks up
+-- every granted job again by id to find out (a probe per job).
 drop function if exists pgqueue.reserve_partitions(text, smallint, integer, timestamptz);
+-- issue 28: revision 0011 adds an out parameter (lost): the 0010 version goes first.
+drop function if exists pgqueue.reserve_partitions(pgqueue.queues, smallint, integer, timestamptz, timestamptz);
 
 create or replace function pgqueue.reserve_partitions(p_control pgqueue.queues, p_priority smallint, p_take integer,
                                                       p_now timestamptz, p_ready_by timestamptz,
                                                       out ids uuid[], out doomed boolean,
-                                                      out cursor_at text, out credit integer)
+                                                      out cursor_at text, out credit integer, out lost boolean)
 language plpgsql
 set search_path = pg_catalog, pg_temp
 -- issue 28: its statements take arrays whose length a custom plan sees, so plpgsql would plan the
@@ -49,6 +54,7 @@ declare
     p_queue text := p_control.name;
     v_got uuid[];
     v_got_doomed boolean;
+    v_got_lost boolean;
     v_left integer := p_take;
     v_names text[] := '{}';                  -- the partitions given jobs in this call, and for each:
     v_tokens double precision[] := '{}';     -- its bucket (null: no rate)
@@ -77,6 +83,7 @@ declare
 begin
     ids := '{}';
     doomed := false;
+    lost := false;
     v_last := coalesce(p_control.partition_cursor, '');
     v_part := v_last;
     -- The partition served last may have a part of its turn left (it was cut short by p_take).
@@ -199,13 +206,14 @@ begin
         ),
         -- One row per job locked (an aggregate per partition would cost more than its scan).
         locked as materialized (
-            select p.n, c.id, c.available_at, c.doomed
+            select p.n, c.id, c.available_at, c.doomed, c.lost
             from planned p
             cross join lateral (
                 -- Rows this transaction locked already are not skipped by SKIP LOCKED: left out by id.
                 select j.id, j.available_at,
                        j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
-                       or j.retry_until < p_now as doomed
+                       or j.retry_until < p_now as doomed,
+                       j.token is not null and not j.prefetched as lost
                 from pgqueue.jobs j
                 where j.queue = p_queue and j.priority = p_priority
                   and j.partition >= p.part and j.partition <= p.part
@@ -222,6 +230,7 @@ begin
         )
         select (select array_agg(l.id order by l.n, l.available_at) from locked l),
                (select coalesce(bool_or(l.doomed), false) from locked l),
+               (select coalesce(bool_or(l.lost), false) from locked l),
                (select count(*)::integer from locked l),
                (select array_agg(g.part order by g.n) from given g where g.count > 0),
                (select array_agg(g.tokens order by g.n) from given g where g.count > 0),
@@ -233,13 +242,14 @@ begin
                -- the turn cut short by what was left (the turns after it were not taken), and the
                -- rest of it if it got all it was cut to and has room left
                c.part, case when c.count = c.lim and (v_plain or c.allow > c.count) then c.quantum - c.lim else 0 end
-        into v_got, v_got_doomed, v_count, v_w_names, v_w_tokens, v_w_got, v_w_last, v_w_full, v_cut, v_cut_rest
+        into v_got, v_got_doomed, v_got_lost, v_count, v_w_names, v_w_tokens, v_w_got, v_w_last, v_w_full, v_cut, v_cut_rest
         from (select 1) one
         left join lateral (select g.part, g.count, g.lim, g.allow, g.quantum from given g
                            where g.lim < least(g.allow, g.quantum) order by g.n limit 1) c on true;
         if v_count > 0 then
             ids := ids || v_got;
             doomed := doomed or v_got_doomed;
+            lost := lost or v_got_lost;
             v_left := v_left - v_count;
             v_round_granted := v_round_granted + v_count;
             v_full_weight := v_full_weight + v_w_full;
@@ -293,11 +303,13 @@ begin
         where o.partition is null;
         if v_got is not null then
             -- Found again by primary key and locked (those another transaction holds are left).
-            select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false)
-            into v_got, v_got_doomed from (
+            select array_agg(c.id order by c.available_at), coalesce(bool_or(c.doomed), false),
+                   coalesce(bool_or(c.lost), false)
+            into v_got, v_got_doomed, v_got_lost from (
                 select j.id, j.available_at,
                        j.attempts - (j.prefetched and j.token is not null)::integer >= j.max_tries
-                       or j.retry_until < p_now as doomed
+                       or j.retry_until < p_now as doomed,
+                       j.token is not null and not j.prefetched as lost
                 from pgqueue.jobs j
                 where j.id = any (v_got) and j.available_at <= p_ready_by
                 order by j.available_at
@@ -306,6 +318,7 @@ begin
             ) c;
             ids := ids || coalesce(v_got, '{}');
             doomed := doomed or coalesce(v_got_doomed, false);
+            lost := lost or coalesce(v_got_lost, false);
         end if;
     end if;
 end
