@@ -164,3 +164,13 @@ async def test_a_partitioned_reservation_probes_granted_jobs_for_lost_leases_onl
         recorded = conn.execute("select count(*) from pgqueue.attempt_failures where reason = 'lease_expired' "
                                 "and job_id = any(%s)", ([r[0] for r in first],)).fetchone()
         assert recorded is not None and recorded[0] == 5
+
+
+async def test_a_walk_longer_than_the_scan_reads_goes_on_by_probes(client: Client, dsn: str) -> None:
+    # reserve(100) walks 100 partitions of 2 jobs: the scan reads its 128 entries at most (64
+    # partitions), the other 36 are probed; one job each, in name order.
+    await _dispatch(client, "long", {f"l{n:03}": 2 for n in range(100)})
+    await client.set_limits("long", fair=True)
+    assert reserve(dsn, "long", 100) == [f"l{n:03}" for n in range(100)]
+    assert reserve(dsn, "long", 100) == [f"l{n:03}" for n in range(100)]
+    assert reserve(dsn, "long", 1) == []

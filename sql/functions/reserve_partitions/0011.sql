@@ -21,8 +21,8 @@
 --   goes on with it. So between partitions that stay ready and under their limits, the jobs
 --   reserved differ from the proportion of their weights by at most one turn each.
 -- - The turns go k at a time (revision 0010): one statement walks the next k partitions (k x r
---   <= what is left; revision 0011: one ordered scan of the next 2k index entries, then one index
---   probe per partition past them), and one statement takes their k turns: reads what
+--   <= what is left; revision 0011: one ordered scan of the next 2k index entries, at most 128,
+--   then one index probe per partition past them), and one statement takes their k turns: reads what
 --   each may get (its limits, as pgqueue.partition_allowance reads them; fair shares alone, no
 --   per-partition limit and no row in pgqueue.partitions: every weight 1 and no cap, without a
 --   look-up), cuts the turns to what is left, in walk order, and locks their jobs (0009: two to
@@ -70,6 +70,7 @@ declare
     v_walk text[];
     v_quantum integer;                       -- a walk of one turn going on: its size (null: weight x r)
     v_want integer;                          -- the partitions a walk looks for (k)
+    v_dense integer;                         -- the index entries it reads in one scan first
     v_round_granted integer := 0;
     -- what one walk gave: in all, per partition, the partition served last, the turn cut short
     v_count integer;
@@ -104,18 +105,20 @@ begin
             v_quantum := null;
             -- issue 28: the next k partitions after v_part with jobs of this priority: k turns of r
             -- jobs (times their weights) fitting in what is left. Revision 0011: the next 2k entries
-            -- of jobs_partition_idx are read first in one ordered scan, and only past them (partitions
-            -- with more than two jobs each) one index probe per partition. A probe bounded only below
-            -- (partition > x) reads the rest of its index page (PostgreSQL 15 checks every entry a
-            -- page holds past the start), about 20 us; a dense entry costs about 2 us: with two jobs a
-            -- partition, 50 partitions cost 0.2 ms instead of 1.2.
+            -- of jobs_partition_idx (at most 128) are read first in one ordered scan, and only past
+            -- them one index probe per partition. A probe bounded only below (partition > x) reads
+            -- the rest of its index page (PostgreSQL 15 checks every entry a page holds past the
+            -- start), about 20 us; an entry of the scan costs about 2-3 us: with two jobs a
+            -- partition, 50 partitions cost 0.2 ms instead of 1.2. The cap bounds what the scan
+            -- costs where partitions hold many jobs each (it then finds few of them): 0.3 ms.
             v_want := greatest(1, v_left / v_round);
+            v_dense := least(2 * v_want, 128);
             select array_agg(w.part order by w.part) into v_walk from (
                 with recursive dense as materialized (
                     select j.partition as part from pgqueue.jobs j
                     where j.queue = p_queue and j.priority = p_priority and j.partition > v_part
                     order by j.partition
-                    limit 2 * v_want
+                    limit v_dense
                 ),
                 near as materialized (
                     select distinct d.part from dense d order by d.part limit v_want
@@ -123,7 +126,7 @@ begin
                 walk(n, part) as (
                     -- the dense scan stopped at its limit short of k partitions: probes after its last
                     select (select count(*) from near)::integer, (select max(n.part) from near n)
-                    where (select count(*) from dense) = 2 * v_want and (select count(*) from near) < v_want
+                    where (select count(*) from dense) = v_dense and (select count(*) from near) < v_want
                     union all
                     select w.n + 1, (select min(j.partition) from pgqueue.jobs j
                                      where j.queue = p_queue and j.priority = p_priority and j.partition > w.part)
