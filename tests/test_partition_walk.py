@@ -1,5 +1,5 @@
 """Issue 28, revision 0011: reserve_partitions walks the next partitions by one ordered scan of
-jobs_partition_idx first (the next 2k entries for k partitions) and probes one partition at a time
+jobs_partition_idx first (the next 2k entries for k partitions, at most 128) and probes one partition at a time
 only past it. The order served is the same as the walk by probes: these tests pin it where the
 scan ends inside a heavy partition, and that partitions of few jobs cost no probe each."""
 
