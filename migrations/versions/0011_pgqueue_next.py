@@ -24,6 +24,10 @@ UPGRADE = (
     "revisions/0011/upgrade.sql",
     # issue 27 (WAL): a step's checkpoint without a speculative insertion or a name index
     "functions/workflow_checkpoint/0011.sql",
+    # issue 28: the partition walk reads the next index entries in one scan before probing, and
+    # tells reserve whether a candidate's lease expired unended
+    "functions/reserve_partitions/0011.sql",
+    "functions/reserve/0011.sql",
 )
 
 # The downgrade to pgqueue_0010: undo the table changes and drop the functions this revision
@@ -32,6 +36,9 @@ DOWNGRADE = (
     "revisions/0011/downgrade.sql",
     # issue 27 (WAL)
     "functions/workflow_checkpoint/0010.sql",
+    # issue 28
+    "functions/reserve_partitions/0010.sql",
+    "functions/reserve/0010.sql",
 )
 
 
