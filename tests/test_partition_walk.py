@@ -58,6 +58,17 @@ def _probes(plan: dict[str, Any], under_lock: bool = False) -> int:
     return loops
 
 
+def _log_plans(conn: psycopg.Connection[Any], logged: list[str]) -> None:
+    """Have ``conn`` log the analyzed JSON plan of every statement, nested ones too, into ``logged``."""
+    conn.add_notice_handler(
+        lambda d: logged.append(d.message_primary or "") if d.severity_nonlocalized == "LOG" else None)
+    conn.execute("load 'auto_explain'")
+    for setting, value in [("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
+                           ("auto_explain.log_analyze", "on"), ("auto_explain.log_timing", "off"),
+                           ("auto_explain.log_format", "json"), ("client_min_messages", "log")]:
+        conn.execute("select set_config(%s, %s, false)", (setting, value))
+
+
 async def test_partitions_of_few_jobs_are_walked_without_a_probe_each(client: Client, dsn: str) -> None:
     # 40 partitions of 2 jobs: a reservation of 20 walks 20 of them. Probing each (revision 0010)
     # scanned jobs_partition_idx 20 times; the ordered scan reads them in one (plus the probe of
@@ -66,13 +77,7 @@ async def test_partitions_of_few_jobs_are_walked_without_a_probe_each(client: Cl
     await client.set_limits("few", fair=True)
     logged: list[str] = []
     with psycopg.connect(dsn) as conn:
-        conn.add_notice_handler(
-            lambda d: logged.append(d.message_primary or "") if d.severity_nonlocalized == "LOG" else None)
-        conn.execute("load 'auto_explain'")
-        for setting, value in [("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
-                               ("auto_explain.log_analyze", "on"), ("auto_explain.log_timing", "off"),
-                               ("auto_explain.log_format", "json"), ("client_min_messages", "log")]:
-            conn.execute("select set_config(%s, %s, false)", (setting, value))
+        _log_plans(conn, logged)
         granted = [r[0] for r in conn.execute(
             "select j.partition from pgqueue.reserve(array['few'], 20, 60) r join pgqueue.jobs j using (id)")]
         conn.rollback()
@@ -145,13 +150,7 @@ async def test_a_partitioned_reservation_probes_granted_jobs_for_lost_leases_onl
     await client.set_limits("lost", fair=True)
     logged: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.add_notice_handler(
-            lambda d: logged.append(d.message_primary or "") if d.severity_nonlocalized == "LOG" else None)
-        conn.execute("load 'auto_explain'")
-        for setting, value in [("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
-                               ("auto_explain.log_analyze", "on"), ("auto_explain.log_timing", "off"),
-                               ("auto_explain.log_format", "json"), ("client_min_messages", "log")]:
-            conn.execute("select set_config(%s, %s, false)", (setting, value))
+        _log_plans(conn, logged)
         first = conn.execute("select id from pgqueue.reserve(array['lost'], 5, 60)").fetchall()
         grants = [json.loads(m[m.find("{"):])["Plan"] for m in logged if "{" in m and "with lost as" in m]
         assert len(first) == 5 and grants
