@@ -721,12 +721,17 @@ def _goal_lines(w: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
     if "pgqueue" in sl and "dbos" in sl:
         a, b = sl["pgqueue"], sl["dbos"]
         grown = a["asleep"]["threads"] - a["idle"]["threads"]
-        row(f"{sizes['sleepers']} sleeping workflows: no thread, connection or slot each",
+        # The sleeper's first step (announce) is a sync function: asyncio.to_thread runs it on the
+        # default executor, whose threads (at most min(32, CPUs + 4)) stay idle afterwards, shared by
+        # every workflow; a thread per sleeper would be `sleepers` more.
+        shared = min(32, (os.cpu_count() or 1) + 4)
+        row(f"{sizes['sleepers']} sleeping workflows: no thread, connection or slot each (threads: at most "
+            f"the {shared} of the default executor, which the sync announce step used)",
             f"threads +{grown}, busy connections {a['asleep'].get('connections_busy', '?')}, "
             f"slots {a['asleep']['slots']}",
             f"threads +{b['asleep']['threads'] - b['idle']['threads']}, busy connections "
             f"{b['asleep'].get('connections_busy', '?')}, slots {b['asleep']['slots']}",
-            grown < sizes["sleepers"] / 100 and a["asleep"].get("connections_busy") == 0 and a["asleep"]["slots"] == 0)
+            grown <= shared and a["asleep"].get("connections_busy") == 0 and a["asleep"]["slots"] == 0)
     kl = w.get("kill", {})
     if kl:
         row("after a SIGKILL mid-run, every effect exactly once", "yes" if kl.get("pgqueue", {}).get("exactly_once")
