@@ -77,7 +77,7 @@ class WorkflowSizes:
     workflows: int = 1000  # per throughput run and in the kill run
     concurrency: tuple[int, ...] = (10, 50)
     runs: int = 2  # rounds of the throughput phase (A B A B)
-    signals: int = 100  # signals per system, one at a time
+    signals: int = 200  # signals per system, one at a time (a p99 of 100 would be their maximum)
     signal_runs: int = 1
     sleepers: int = 500
     sleep_seconds: float = 3600.0
