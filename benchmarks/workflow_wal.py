@@ -53,6 +53,11 @@ async def breakdown(admin_dsn: str, system: str, workflows: int, concurrency: in
                     await asyncio.sleep(0.05)
                 await conn.execute("checkpoint")
             await worker.wait(600 + workflows)
+            # pg_walinspect reads up to the flush position: on a server with synchronous_commit = off
+            # the drain's last records may not be flushed yet. A transaction with an xid committed with
+            # synchronous_commit on flushes everything before its commit record.
+            await conn.execute("set synchronous_commit = on")
+            await conn.execute("select txid_current()")
             end = await position()
             phases: dict[str, list[dict[str, Any]]] = {}
             for phase, a, b in (("enqueue", start, middle), ("drain", middle, end)):
