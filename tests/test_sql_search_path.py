@@ -285,6 +285,10 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.cancelled(%s::uuid[], %s::bigint[])", ([ids[0], uuid.uuid4()], [0, 1]))
         call("select pgqueue.release(%s, %s, 0)", (ids[0], tokens[0]))
         call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", (ids[1:2], tokens[1:2]))
+        if scalar(conn, "select to_regprocedure('pgqueue.hand_over(uuid[], uuid[], bigint[])') is not null"):
+            # Revision 0013 (issue 28): the acked job's slot to a (here not waiting: refused) job, and a claim.
+            call("select * from pgqueue.hand_over(%s::uuid[], %s::uuid[], %s::bigint[])",
+                 ([ids[1], None], [ids[2], ids[2]], [tokens[2], tokens[2]]))
         call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[2], tokens[2]))
         again = call("select * from pgqueue.reserve(array['q'], 1, 60)")
         call("select pgqueue.release(%s, %s, 5)", (again[0]["id"], again[0]["token"]))

@@ -18,7 +18,7 @@ import pytest
 
 from pgqueue import Client, JobContext, QueueConfigurationError
 from pgqueue.resources import query
-from pgqueue.worker.fetcher import Prefetched
+from pgqueue.worker.buffered import Prefetched
 from pgqueue.worker.heartbeat import Heartbeat
 from tests.worker_jobs import LedgerJob, Once, Probe
 from tests.worker_support import (

@@ -72,6 +72,7 @@ from pgqueue.store.migrations import (
 )
 from pgqueue.store.reservation import (
     AckBatch,
+    Handoffs,
     Reservation,
     ReservationStatements,
     ack_in_transaction,
@@ -116,6 +117,7 @@ __all__ = [
     "DebouncedDispatch",
     "DispatchedJob",
     "FailureSearch",
+    "Handoffs",
     "JobSearch",
     "JobStatsRow",
     "Link",

@@ -30,6 +30,11 @@ class Reservation:
     starts it only after :meth:`Store.mark_started` accepted it, so if the worker dies before,
     the attempt is given back instead of being spent unrun.
 
+    ``waiting`` (issue 28, slot handover): granted beyond the free slots of its queue's concurrency
+    limit (:meth:`Store.reserve`'s ``waiting``); it does not count in the limit, and the worker
+    starts it only in the slot of one of its jobs of that queue that ended with an ack, which
+    hands the slot over in the same transaction (:class:`Handoffs`).
+
     ``queued_seconds``: from the time the job became due (its dispatch, the end of its delay, a
     retry's backoff or a snooze, or an expired lease) to this reservation, on the database clock.
     """
@@ -43,6 +48,20 @@ class Reservation:
     envelope: str
     prefetched: bool = False
     queued_seconds: float = 0.0
+    waiting: bool = False
+
+
+@dataclass(slots=True)
+class Handoffs:
+    """Slots handed over with a batch of acks (``pgqueue.hand_over``, in the acks' transaction,
+    after them): the i-th waiting job (``ids[i]``, fenced by ``tokens[i]``) takes the slot of the
+    acked job ``from_ids[i]``, or (None) a free slot if there is one. Once sent, :attr:`refused`
+    holds the ids the database refused."""
+
+    from_ids: list[uuid.UUID | None]
+    ids: list[uuid.UUID]
+    tokens: list[int]
+    refused: list[uuid.UUID] | None = None
 
 
 class AckBatch(NamedTuple):
@@ -58,11 +77,37 @@ class AckBatch(NamedTuple):
     waits: list[float | None]
     #: Whether to keep copies in ``pgqueue.completed_jobs``.
     keep: bool
+    #: Slots handed over in the same transaction (issue 28), or None.
+    handoffs: Handoffs | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No ack and no handover to send."""
+        return not self.ids and not (self.handoffs and self.handoffs.ids)
+
+    @property
+    def params(self) -> tuple[list[uuid.UUID], list[int], list[float | None], list[float | None], bool]:
+        """The parameters of ``pgqueue.ack``."""
+        return self.ids, self.tokens, self.durations, self.waits, self.keep
 
 
 def _refused(rows: list[Any]) -> list[uuid.UUID]:
     """The ids of the acks the fence refused, from the rows of ``pgqueue.ack``."""
     return [row[0] for row in rows]
+
+
+async def _hand_over(conn: psycopg.AsyncConnection[Any], acks: AckBatch) -> psycopg.AsyncCursor[Any] | None:
+    """Queue ``pgqueue.hand_over`` for the batch's handoffs (in its transaction, after the ack), if any."""
+    handoffs = acks.handoffs
+    if not handoffs or not handoffs.ids:
+        return None
+    return await conn.execute(query("hand_over"), (handoffs.from_ids, handoffs.ids, handoffs.tokens))
+
+
+async def _handed(acks: AckBatch, cur: psycopg.AsyncCursor[Any] | None) -> None:
+    """Record in the batch's handoffs which the database refused."""
+    if cur is not None and acks.handoffs is not None:
+        acks.handoffs.refused = [job_id for job_id, handed in await cur.fetchall() if not handed]
 
 
 class ReservationStatements(Pooled):
@@ -72,6 +117,7 @@ class ReservationStatements(Pooled):
 
     async def reserve(self, queues: list[str], limit: int, lease: float, *,
                       run_now: int | None = None, acks: AckBatch | None = None,
+                      waiting: list[int] | None = None,
                       ) -> tuple[list[Reservation], list[uuid.UUID]]:
         """Reserve up to ``limit`` jobs of ``queues`` (in that order) for ``lease`` seconds.
 
@@ -80,46 +126,64 @@ class ReservationStatements(Pooled):
         acknowledged in the same transaction, in one round trip (pipeline mode) and one commit.
         Returns the reservations and the ids of the acks the fence refused (their lease was
         lost). If the call raises, neither happened; the caller keeps the acks to send again.
+
+        ``waiting`` (issue 28, slot handover), one count per queue: how many jobs beyond the
+        free slots of a queue with a concurrency limit the caller will hold, granted ``waiting``
+        (None: none). The handoffs of ``acks`` are sent after them, before the reservation.
         """
-        params = (queues, limit, lease, limit if run_now is None else run_now)
-        if not acks or not acks.ids:
+        params = (queues, limit, lease, limit if run_now is None else run_now, waiting)
+        if not acks or acks.empty:
             rows = await self._rows("reserve", params)
             return [Reservation(*row) for row in rows], []
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
-                acked = await conn.execute(query("ack"), acks)
+                acked = await conn.execute(query("ack"), acks.params)
+                handed = await _hand_over(conn, acks)
                 cur = await conn.execute(query("reserve"), params)
             refused = await acked.fetchall()
+            await _handed(acks, handed)
             rows = await cur.fetchall()
         return [Reservation(*row) for row in rows], _refused(refused)
 
     async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
-                  waits: list[float | None] | None = None, keep: bool = False) -> list[uuid.UUID]:
+                  waits: list[float | None] | None = None, keep: bool = False, handoffs: Handoffs | None = None,
+                  ) -> list[uuid.UUID]:
         """Delete finished jobs (fenced by their tokens); returns the ids the fence refused.
 
         Each counts as succeeded in ``pgqueue.job_stats``, with its handler's run time and its
         wait from reservation to handler start (seconds, None: unknown); ``keep`` copies the
-        jobs to ``pgqueue.completed_jobs`` in the same statement.
+        jobs to ``pgqueue.completed_jobs`` in the same statement. ``handoffs`` are sent in the
+        same transaction, after the ack (their answer goes to ``handoffs.refused``).
         """
         unknown: list[float | None] = [None] * len(ids)
         batch = AckBatch(ids, tokens, unknown if durations is None else durations,
-                         unknown if waits is None else waits, keep)
-        return _refused(await self._rows("ack", batch))
+                         unknown if waits is None else waits, keep, handoffs)
+        if not handoffs or not handoffs.ids:
+            return _refused(await self._rows("ack", batch.params))
+        async with self._pool.connection() as conn:
+            async with conn.pipeline(), conn.transaction():
+                acked = await conn.execute(query("ack"), batch.params)
+                handed = await _hand_over(conn, batch)
+            refused = await acked.fetchall()
+            await _handed(batch, handed)
+        return _refused(refused)
 
     async def mark_started(self, ids: list[uuid.UUID], tokens: list[int], *, acks: AckBatch | None = None,
                            ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
         """Clear the marks of prefetched jobs about to start (``pgqueue.mark_started``, fenced);
         ``acks`` ride in the same transaction (one round trip, one commit). Returns the ids
         marked (start those only) and the ids of the acks the fence refused."""
-        if not acks or not acks.ids:
+        if not acks or acks.empty:
             marks = await self._rows("mark_started", (ids, tokens))
             return [job_id for job_id, marked in marks if marked], []
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
                 cur = await conn.execute(query("mark_started"), (ids, tokens))
-                acked = await conn.execute(query("ack"), acks)
+                acked = await conn.execute(query("ack"), acks.params)
+                handed = await _hand_over(conn, acks)
             marks = await cur.fetchall()
             refused = await acked.fetchall()
+            await _handed(acks, handed)
         return [job_id for job_id, marked in marks if marked], _refused(refused)
 
     async def cancelled(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:

@@ -46,7 +46,7 @@ class Cancellations:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._running: dict[uuid.UUID, JobContext] = {}
-        #: The buffered job of an id (a :class:`pgqueue.worker.fetcher.Prefetched`, leased), if any.
+        #: The buffered job of an id (a :class:`pgqueue.worker.buffered.Prefetched`, leased), if any.
         self.buffered: Callable[[uuid.UUID], Leased | None] = lambda job_id: None
         #: Notified reservations (job id -> token) waiting for the database's answer.
         self._pending: dict[uuid.UUID, int] = {}

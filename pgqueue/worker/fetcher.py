@@ -12,64 +12,19 @@ import uuid
 import psycopg
 
 from pgqueue.store import Reservation, Store
-from pgqueue.store.errors import classify, is_transient, translate
+from pgqueue.store.errors import classify, translate
+from pgqueue.worker.buffered import Prefetched, WaitingJobs
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
 from pgqueue.worker.heartbeat import Heartbeat
 from pgqueue.worker.instruments import Instruments
 from pgqueue.worker.outcomes import WorkerStats
+from pgqueue.worker.waits import FetcherWaits
 
 logger = logging.getLogger("pgqueue.worker")
 
 
-class Prefetched:
-    """A reserved job waiting in the fetcher's buffer for a free slot (see :class:`Fetcher`).
-
-    The heartbeat renews its lease while it waits (it is a lease holder like a running
-    handler's context): a renewal moves :attr:`deadline`; a refused one (the lease was lost,
-    or the job was cancelled or cleared) marks it :attr:`finished` and it is never started.
-    """
-
-    __slots__ = ("deadline", "finished", "received", "reservation")
-
-    def __init__(self, reservation: Reservation, received: float) -> None:
-        self.reservation = reservation
-        #: When the reservation arrived (``time.monotonic()``): the job's wait in the buffer
-        #: counts in its queue latency (the history's ``wait``).
-        self.received = received
-        #: When the lease ends (``time.monotonic()`` clock), measured from before the reservation.
-        self.deadline = received + reservation.lease_seconds_left
-        #: Dropped (lease lost or job cancelled): not to be started nor handed back.
-        self.finished = False
-
-    @property
-    def id(self) -> uuid.UUID:
-        return self.reservation.id
-
-    @property
-    def token(self) -> int:
-        return self.reservation.token
-
-    @property
-    def attempts(self) -> int:
-        return self.reservation.attempts
-
-    def log_fields(self) -> dict[str, object]:
-        """The job fields of a log line about this buffered job (as ``JobContext.log_fields``)."""
-        r = self.reservation
-        return {"job_id": str(r.id), "queue": r.queue, "attempt": r.attempts, "token": r.token}
-
-    def _lease_renewed(self, ends_at: float) -> None:
-        self.deadline = max(self.deadline, ends_at)
-
-    def _lease_lost(self) -> bool:
-        if self.finished:
-            return False
-        self.finished = True
-        return True
-
-
-class Fetcher:
+class Fetcher(FetcherWaits):
     """The reserve loop of one worker (:meth:`run`).
 
     It reserves jobs of ``queues`` (in order) in one statement, sending the completer's
@@ -88,6 +43,10 @@ class Fetcher:
     briefly for more slots (:meth:`_gather_slots`, at most ``fetch_cooldown``) so the next
     reservation is a batch too. With nothing to reserve it sleeps until notified
     (:meth:`wake`), until the next delayed job is due, or for ``poll_interval`` at most.
+
+    Under a queue's concurrency limit (issue 28) it asks for jobs beyond the free slots too, granted
+    waiting (:class:`WaitingJobs`): as one of its jobs of that queue ends with an ack, a waiting one
+    starts in its slot at once, handed over with that ack.
     """
 
     def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
@@ -110,6 +69,12 @@ class Fetcher:
         self.fetch_cooldown = fetch_cooldown
         #: The executions in progress, each with its job's queue.
         self.running: dict[asyncio.Task[bool], str] = {}
+        self._job_of: dict[asyncio.Task[bool], uuid.UUID] = {}
+        self._running_in: collections.Counter[str] = collections.Counter()
+        #: Jobs granted beyond a limit's free slots, each waiting for a slot handed over.
+        self.waiting = WaitingJobs()
+        self._reserving = False  # a reservation is on its way
+        completer.on_refused_handoffs = self._handoffs_refused
         #: Reserved jobs waiting for a slot, oldest reservation first.
         self.buffer: collections.deque[Prefetched] = collections.deque()
         self._buffered: dict[uuid.UUID, Prefetched] = {}
@@ -149,7 +114,7 @@ class Fetcher:
         for queue in list(self.running.values()):
             running, buffered = counts.get(queue, (0, 0))
             counts[queue] = (running + 1, buffered)
-        for item in list(self.buffer):
+        for item in [*self.buffer, *self.waiting]:
             running, buffered = counts.get(item.reservation.queue, (0, 0))
             counts[item.reservation.queue] = (running, buffered + 1)
         return counts
@@ -177,7 +142,7 @@ class Fetcher:
             if self._to_hand_back:
                 expired, self._to_hand_back = self._to_hand_back, []
                 await self._hand_back(expired)
-            running, buffered = len(self.running), len(self.buffer)
+            running, buffered = len(self.running), len(self.buffer) + self.waiting.count
             free = self.concurrency - running
             room = self.concurrency + self.prefetch - running - buffered
             if max_jobs is not None:
@@ -186,7 +151,10 @@ class Fetcher:
                     return
             if self._wakeup.is_set():
                 exhausted = False
-            if room > 0 and buffered <= self.low_water and not exhausted:
+            # Waiting jobs (issue 28) are refilled at half the prefetch: the next ones must come while
+            # this worker still runs jobs of their queue, whose slots they inherit.
+            refill = len(self.buffer) <= self.low_water and self.waiting.count <= self.prefetch // 2
+            if room > 0 and refill and not exhausted:
                 self._wakeup.clear()
                 self._ended_since_reserve = False
                 try:
@@ -202,6 +170,8 @@ class Fetcher:
                 if reservations:
                     self._add_to_buffer(reservations)
                     self._fill_slots()
+                    for queue in self.waiting.queues():
+                        self._strand_check(queue)
                     if not exhausted and self.prefetch == 0:
                         await self._gather_slots()
                 continue
@@ -230,33 +200,25 @@ class Fetcher:
         else:
             raise exc
 
-    async def _nothing_ready(self, stop_when_empty: bool) -> bool:
-        """Nothing buffered, slots free, and the last reservation found nothing more: wait for a reason to
-        look again (True), or end the loop (False) when draining and nothing more can come."""
-        if not stop_when_empty:
-            await self._idle_wait()
-            return True
-        if self.running:
-            # A running handler may release its job for an immediate retry.
-            self._slot_free.clear()
-            await self._slot_free.wait()
-            return True
-        # One ended after the last reservation (which came back short): look once more.
-        return self._ended_since_reserve
-
     # ------------------------------------------------------------------ buffer
     def _add_to_buffer(self, reservations: list[Reservation]) -> None:
         received = time.monotonic() - 0.001  # errs on the early side: the lease began before the answer
         heartbeat = self._heartbeat
+        waiting = self.waiting
         for reservation in reservations:
             item = Prefetched(reservation, received)
-            self.buffer.append(item)
+            if reservation.waiting:
+                waiting.add(item)
+            else:
+                waiting.off.discard(reservation.queue)  # a slot granted: the limit has room again
+                self.buffer.append(item)
             self._buffered[reservation.id] = item
             if heartbeat is not None:
                 heartbeat.hold(item)
 
-    def _take(self) -> Prefetched:
-        item = self.buffer.popleft()
+    def _take(self, item: Prefetched | None = None) -> Prefetched:
+        if item is None:
+            item = self.buffer.popleft()
         del self._buffered[item.id]
         if self._heartbeat is not None:
             self._heartbeat.drop(item)
@@ -289,7 +251,70 @@ class Fetcher:
             item = self._take()
             if not item.finished:
                 items.append(item)
+        for queue in self.waiting.queues():
+            items.extend(self._take(item) for item in self.waiting.take_queue(queue) if not item.finished)
         return items
+
+    # -------------------------------------------------------------- handover
+    def _hand_over(self, queue: str, job_id: uuid.UUID) -> None:
+        """Issue 28: the job ``job_id`` of ``queue`` ended; start the queue's oldest waiting job in its
+        slot if its ack is still pending (the slot is handed over with it)."""
+        now = time.monotonic()
+        margin = self._executor.lease_margin
+        while (item := self.waiting.pop(queue)) is not None:
+            if item.finished:  # cancelled, or its lease was lost
+                self._take(item)
+                self.expired += 1
+                continue
+            left = item.deadline - now
+            if left <= margin:
+                self._take(item)
+                self.expired += 1
+                self._to_hand_back.append(item)
+                continue
+            if not self._completer.hand_over(job_id, item.id, item.token):
+                self.waiting.put_back(item)
+                return
+            self._take(item)
+            self._start(item.reservation, item.received, left)
+            return
+
+    def _strand_check(self, queue: str) -> None:
+        """Waiting jobs of ``queue`` with no job of it running or about to, so none to inherit a slot
+        from: each free execution slot starts one that first asks for a free slot of the queue
+        (:meth:`Completer.claim`); where handover is off, they are handed back (a reservation grants
+        them again)."""
+        if not self.waiting.has(queue) or self._reserving or self._running_in[queue] > 0 or \
+                any(i.reservation.queue == queue for i in self.buffer):
+            return  # (a reservation on its way may bring jobs of the queue that hold slots: after it)
+        if queue in self.waiting.off:
+            self._to_hand_back.extend(self._take(item) for item in self.waiting.take_queue(queue)
+                                      if not item.finished)
+            self._slot_free.set()  # the loop sends them
+            return
+        now = time.monotonic()
+        while len(self.running) < self.concurrency and (item := self.waiting.pop(queue)) is not None:
+            self._take(item)
+            if item.finished:
+                self.expired += 1
+            elif (left := item.deadline - now) <= self._executor.lease_margin:
+                self.expired += 1
+                self._to_hand_back.append(item)
+            else:
+                self._start(item.reservation, item.received, left, claim=True)
+
+    def _handoffs_refused(self, ids: list[uuid.UUID]) -> None:
+        """The database handed no slot to these started waiting jobs (a pause, a limit lowered, a
+        lease lost): no more handover in their queues, nor in the others that wait, until a
+        reservation grants slots there again."""
+        logger.warning("pgqueue: %d jobs started in a slot handed over were refused it (their queue was "
+                       "paused or its limit lowered, or their lease was lost); no more handover there until "
+                       "a reservation grants slots again", len(ids))
+        refused = set(ids)
+        self.waiting.off.update(self.running[t] for t, job_id in self._job_of.items() if job_id in refused)
+        self.waiting.off.update(self.waiting.queues())
+        for queue in self.waiting.queues():
+            self._strand_check(queue)
 
     async def _hand_back(self, items: list[Prefetched]) -> None:
         """Release buffered jobs unstarted (fenced; the attempt does not count)."""
@@ -305,6 +330,8 @@ class Fetcher:
     async def _reserve_shielded(self, limit: int) -> list[Reservation]:
         """Reserve; if ``run()`` is cancelled meanwhile, hand back what the database granted."""
         pending = asyncio.ensure_future(self._reserve(limit))
+        self._reserving = True
+        pending.add_done_callback(self._reserved)
         try:
             return await asyncio.shield(pending)
         except asyncio.CancelledError:
@@ -315,37 +342,55 @@ class Fetcher:
                                                         [r.token for r in reservations])
             raise
 
+    def _reserved(self, _: object) -> None:
+        self._reserving = False
+
     async def _reserve(self, limit: int) -> list[Reservation]:
         """Reserve up to ``limit`` jobs; the completer's pending acks ride along in the same
         transaction (one round trip in pipeline mode, one commit for both)."""
         # The jobs past the free slots wait in the buffer: granted as prefetched.
         run_now = max(0, min(limit, self.concurrency - len(self.running) - len(self.buffer)))
+        waiting = self.waiting.budget(self.queues, self._running_in, limit)
         acks = self._completer.take()
-        if not acks[0]:
-            reservations, _ = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now)
+        if acks.empty:
+            reservations, _ = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now,
+                                                        waiting=waiting)
             return reservations
         try:
             reservations, refused = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now,
-                                                              acks=acks)
+                                                              acks=acks, waiting=waiting)
         except BaseException:
             self._completer.give_back(*acks)
             raise
-        self._completer.answered(acks[0], refused)
+        self._completer.answered(acks[0], refused, acks.handoffs)
         return reservations
 
     # -------------------------------------------------------------- executions
     def _start(self, reservation: Reservation, received: float | None = None, lease_left: float | None = None,
-               ) -> None:
+               claim: bool = False) -> None:
         self._stats.reserved += 1
-        run = self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
+        run = self._run_claimed(reservation, received, lease_left) if claim else \
+            self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
             self._run_marked(reservation, received, lease_left)
         task = asyncio.create_task(run)
         self.running[task] = reservation.queue
+        self._job_of[task] = reservation.id
+        self._running_in[reservation.queue] += 1
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[bool]) -> None:
-        self.running.pop(task, None)
+        queue = self.running.pop(task, None)
+        job_id = self._job_of.pop(task, None)
         self._ended_since_reserve = True
+        if queue is not None and job_id is not None:
+            self._running_in[queue] -= 1
+            if self.waiting.has(queue) and queue not in self.waiting.off and not self.stopping:
+                self._hand_over(queue, job_id)
+            if self._running_in[queue] <= 0:
+                del self._running_in[queue]
+                self.waiting.ended[queue] += 1
+        for waiting in self.waiting.queues():
+            self._strand_check(waiting)
         self._fill_slots()
         self._slot_free.set()
         if task.cancelled():
@@ -376,84 +421,21 @@ class Fetcher:
             return False
         return await self._executor.run(reservation, received, lease_left)
 
-    async def _gather_slots(self) -> None:
-        """After a full batch (more work is likely waiting), let slots free up so the next
-        reservation is a batch too: wait until half the slots are free, or at most
-        ``fetch_cooldown`` once at least one is."""
-        loop = asyncio.get_running_loop()
-        target = max(1, self.concurrency // 2)
-        deadline = loop.time() + self.fetch_cooldown
-        while not self.stopping:
-            free = self.concurrency - len(self.running)
-            if free >= target:
-                return
-            if free > 0:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return
-                self._slot_free.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._slot_free.wait(), remaining)
-            else:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-
-    # -------------------------------------------------------------------- idle
-    async def _idle_wait(self) -> None:
-        """Sleep until notified, until the next job is due, until one of this worker's executions
-        ends, or for the poll interval at most.
-
-        An execution that ends may have held a queue's or a partition's concurrency limit at
-        its ceiling (the reason the last reservation came back short): its ack rides with the
-        next reservation, which may then be granted the freed slot at once (issue 28: without
-        this, a worker under a limit reserved once per ``next_due`` re-look, 50 ms, and a queue
-        limit of 40 drained at a twentieth of the unlimited rate). One more reservation per
-        execution that ends while the queues are short of ready jobs: it carries the ack the
-        completer would have sent alone."""
-        loop = asyncio.get_running_loop()
-        poll_deadline = loop.time() + self.poll_interval
-        # Let the executions just started take their first step (up to their handler's first
-        # await) before the next_due round trip: a job that woke an idle worker starts sooner.
-        await asyncio.sleep(0)
-        while not self._wakeup.is_set() and not self._ended_since_reserve:
-            self._rescheduled.clear()
-            try:
-                due = await self._store.next_due(self.queues)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                logger.warning("pgqueue: reading the next due time failed (%s)", exc)
-                due = None
-            cap = poll_deadline - loop.time()
-            wait = cap if due is None else min(due, cap)
-            if wait <= 0 or self._wakeup.is_set() or self._ended_since_reserve:
-                if due is not None and due <= 0 and not self._ended_since_reserve:
-                    # Due now yet not reserved: locked by another worker's reservation in
-                    # flight. Yield briefly instead of spinning on the database.
-                    await self._sleep(0.001)
-                return
-            self.idle.set()
-            try:
-                if not await self._sleep_until_rescheduled(wait):
-                    return  # woken, due, or the poll interval is over: reserve
-            finally:
-                self.idle.clear()
-
-    async def _sleep_until_rescheduled(self, seconds: float) -> bool:
-        """Sleep; True if a delayed job was enqueued meanwhile (and nothing else woke us)."""
-        wakeup = asyncio.ensure_future(self._wakeup.wait())
-        rescheduled = asyncio.ensure_future(self._rescheduled.wait())
-        waits = [wakeup, rescheduled]
-        if self.running:  # one of them ending is a reason to look again (see _idle_wait)
-            self._slot_free.clear()
-            waits.append(asyncio.ensure_future(self._slot_free.wait()))
+    async def _run_claimed(self, reservation: Reservation, received: float | None, lease_left: float | None,
+                           ) -> bool:
+        """A waiting job with no slot to inherit: run it once the database gave it a free one; if there
+        was none, handover ends in its queue and the job goes back (the attempt does not count)."""
         try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-        return self._rescheduled.is_set() and not self._wakeup.is_set() and not self._ended_since_reserve
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), seconds)
+            claimed = await self._completer.claim(reservation.id, reservation.token)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._store.release_unstarted([reservation.id], [reservation.token]))
+            raise
+        if not claimed:
+            self.waiting.off.add(reservation.queue)
+            self._to_hand_back.append(Prefetched(reservation, received or time.monotonic()))
+            self._slot_free.set()
+            return False
+        if reservation.prefetched:
+            return await self._run_marked(reservation, received, lease_left)
+        return await self._executor.run(reservation, received, lease_left)

@@ -50,6 +50,7 @@ create table pgqueue.jobs (
     debounce_until timestamptz,
     partition     text,                                     -- issue 28: the job's partition; null: none
     has_dependents boolean    not null default false,       -- issue 26: jobs wait for it or a batch counts it
+    waiting       boolean     not null default false,       -- issue 28: granted beyond its limit's free slots, waits for one handed over
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -116,6 +117,8 @@ comment on column pgqueue.jobs.partition is
     'pgqueue: the job''s partition (dispatch partition= or the job type''s partition_by); null: none.';
 comment on column pgqueue.jobs.has_dependents is
     'pgqueue: jobs wait for this one or a batch counts it: its end goes through pgqueue.jobs_ended.';
+comment on column pgqueue.jobs.waiting is
+    'pgqueue: granted beyond its queue''s free slots (reserve p_waiting): not counted in the limit until handed a slot (hand_over).';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 

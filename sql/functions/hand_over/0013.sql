@@ -1,0 +1,77 @@
+-- pgqueue.hand_over(from_ids, ids, tokens) -> per waiting job, whether it was handed its slot
+-- (revision 0013, issue 28: slot handover)
+-- A worker that holds jobs of a queue with a concurrency limit may hold more than the limit's
+-- free slots, granted waiting by pgqueue.reserve (p_waiting): they do not count in the limit. When
+-- one of its jobs of that queue ends with an ack, the worker starts a waiting job of the same queue
+-- in the slot that job leaves, at once, and tells the database with that ack, in the same
+-- transaction, after it: here, the i-th waiting job (ids[i], fenced by tokens[i]) takes the slot of
+-- from_ids[i], so the count of the queue's running jobs does not move and no other reservation can
+-- take the slot between the two (a waiting job already gone, acked by the same transaction, counts as
+-- handed: it handed its own slot on). With from_ids[i] null, it asks for a free slot instead (a worker
+-- whose waiting jobs have no job of theirs running to inherit from): granted only while the queue
+-- has one, after the handovers of the same call. A pair is refused (handed = false) when the waiting job is no
+-- longer this worker's (its lease ended or was lost, or it was cancelled), when from_ids[i] is
+-- still there (its ack was refused: the slot is not the worker's to give), when the queue is
+-- paused, or when the queue is at its limit (it was lowered since the slots were granted); the
+-- worker then stops handing over in that queue until a reservation grants it slots again, and
+-- the refused jobs it already started count again only if a reservation grants them anew.
+-- From psql:  select * from pgqueue.hand_over(array['<acked job id>']::uuid[], array['<job id>']::uuid[],
+--                                             array[<token>]::bigint[]);
+create or replace function pgqueue.hand_over(p_from uuid[], p_ids uuid[], p_tokens bigint[])
+returns table (id uuid, handed boolean)
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_now timestamptz := clock_timestamp();
+begin
+    if cardinality(p_ids) is distinct from cardinality(p_tokens) or cardinality(p_ids) is distinct from cardinality(p_from) then
+        raise exception 'pgqueue.hand_over: % from ids, % ids and % tokens: give one of each per job',
+                        cardinality(p_from), cardinality(p_ids), cardinality(p_tokens)
+            using errcode = '22023';
+    end if;
+    return query
+    with asked as (
+        select t.id, t.token, t.n, j.queue, t.from_id is null as claim
+        from unnest(p_from, p_ids, p_tokens) with ordinality as t(from_id, id, token, n)
+        join pgqueue.jobs j on j.id = t.id and j.token = t.token
+        where j.waiting and j.available_at > v_now
+          and not exists (select from pgqueue.jobs f where f.id = t.from_id)
+    ),
+    room as (
+        -- Each queue's free slots now (the acks of this transaction counted): a limit lowered
+        -- since, or a pause, stops the handover.
+        select a.queue,
+               case when q.paused then 0
+                    when q.concurrency is null then 2147483647
+                    else q.concurrency - (select count(*) from pgqueue.jobs r
+                                          where r.queue = a.queue and r.token is not null
+                                            and r.available_at > v_now and not r.waiting)::integer
+               end as free
+        from (select distinct asked.queue from asked) a
+        left join pgqueue.queues q on q.name = a.queue
+    ),
+    ranked as (
+        select a.id, a.token, row_number() over (partition by a.queue order by a.claim, a.n) as k, r.free
+        from asked a join room r on r.queue = a.queue
+    ),
+    handed as (
+        update pgqueue.jobs j
+        set waiting = false
+        from ranked k
+        where j.id = k.id and j.token = k.token and k.k <= k.free
+        returning j.id
+    )
+    -- A waiting job that is gone (acked in this same transaction, when it ended too and handed its
+    -- own slot on) is no concern: nothing counts it any more. Only a claim needs its job.
+    select t.id, h.id is not null
+                 or (t.from_id is not null and not exists (select from pgqueue.jobs g where g.id = t.id))
+    from unnest(p_from, p_ids) with ordinality as t(from_id, id, n)
+    left join handed h on h.id = t.id
+    order by t.n;
+end
+$$;
+
+comment on function pgqueue.hand_over(uuid[], uuid[], bigint[]) is
+    'pgqueue: a waiting job (id, token) takes the slot of a job of its queue acked in the same transaction; '
+    'refused when it is no longer the caller''s, the acked job is still there, the queue is paused or at its limit.';
