@@ -240,7 +240,6 @@ begin
             from turn t
         ),
         -- One row per job locked (an aggregate per partition would cost more than its scan).
-        -- One row per job locked (an aggregate per partition would cost more than its scan).
         -- Revision 0013: a turn of one job first locks its partition's first job, the one the walk
         -- read, by its primary key, if it is still a candidate (ready, not locked by another
         -- transaction, not taken earlier in this call); every other turn, and one whose first job
@@ -255,8 +254,11 @@ begin
                        or j.retry_until < p_now as doomed,
                        j.token is not null and not j.prefetched as lost
                 from pgqueue.jobs j
+                -- Still in this queue, priority and partition (a debounced job's may change): compared
+                -- as a row with "is not distinct from", which no index serves, so that the planner
+                -- reaches the job by its primary key whatever the statistics say.
                 where p.lim = 1 and j.id = p.first
-                  and j.queue = p_queue and j.priority = p_priority and j.partition = p.part
+                  and (j.queue, j.priority, j.partition) is not distinct from (p_queue, p_priority, p.part)
                   and j.available_at <= p_ready_by and j.id <> all (ids)
                 for update skip locked
             ) f on true
