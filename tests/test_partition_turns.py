@@ -7,6 +7,7 @@ no longer a candidate (locked elsewhere, or taken earlier in the same call) repl
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections import Counter
 from typing import Any
@@ -15,12 +16,15 @@ import psycopg
 import pytest
 
 from pgqueue import Client
+from pgqueue.resources import sql_dir
 from tests.test_partition_walk import _log_plans
 from tests.test_partitions import reserve
 from tests.worker_jobs import Probe
 from tests.worker_support import client
 
 __all__ = ["client"]
+
+SQL_FUNCTIONS = sql_dir() / "functions"
 
 
 async def _dispatch(client: Client, queue: str, sizes: dict[str, int]) -> None:
@@ -178,3 +182,47 @@ async def test_many_concurrent_reservers_never_pass_a_limit_nor_share_a_job(
     ids = [job for jobs in granted for job, _ in jobs]
     assert len(ids) == len(set(ids))
     assert Counter(partition for jobs in granted for _, partition in jobs) == sizes
+
+
+_CALL = ("select ids, doomed, cursor_at, credit, lost from {name}((select q from pgqueue.queues q where "
+         "q.name = 'same'), 0::smallint, %s, %s, %s)")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+async def test_the_same_grants_as_revision_0011_in_the_same_states(client: Client, dsn: str, seed: int) -> None:
+    """Revision 0011's reserve_partitions, installed beside the current one, decides the same in every
+    state a random workload goes through: the same jobs in the same order, the same cursor and
+    credit. Caps, overrides, weights, rates, running jobs and rows another session holds vary."""
+    rng = random.Random(seed)
+    names = [f"s{n:02}" for n in range(30)]
+    await _dispatch(client, "same", {name: rng.choice([1, 2, 3, 6, 12]) for name in names})
+    cap = rng.choice([None, 1, 2, 3])
+    await client.set_limits("same", per_partition_concurrency=cap, fair=True,
+                            per_partition_rate=rng.choice([None, "8/s"]))
+    for name in rng.sample(names, 8):
+        await client.set_partition_limit("same", name, concurrency=rng.choice([None, 1, 4]),
+                                         weight=rng.choice([1, 2, 3]))
+    previous = SQL_FUNCTIONS.joinpath("reserve_partitions", "0011.sql").read_text()
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as other:
+        conn.execute(previous.replace("pgqueue.reserve_partitions(", "pgqueue.reserve_partitions_0011("))
+        for _ in range(12):
+            # Another session holds a few ready jobs (SKIP LOCKED passes over them in both).
+            other.execute("select id from pgqueue.jobs where queue = 'same' and token is null "
+                          "order by random() limit 3 for update")
+            row = conn.execute("select clock_timestamp()").fetchone()
+            assert row is not None
+            now = row[0]
+            take = rng.choice([1, 2, 5, 9, 17, 40])
+            answers = []
+            for name in ("pgqueue.reserve_partitions", "pgqueue.reserve_partitions_0011"):
+                with conn.transaction(force_rollback=True):
+                    answers.append(conn.execute(_CALL.format(name=name).encode(), (take, now, now)).fetchone())
+            assert answers[0] == answers[1], (take, answers)
+            # Move on: a real reservation, then some of the running jobs end.
+            other.rollback()
+            conn.execute("select * from pgqueue.reserve(array['same'], %s, 60)", (rng.choice([3, 8, 20]),))
+            conn.execute("select pgqueue.ack(array_agg(id), array_agg(token)) from (select id, token from pgqueue.jobs "
+                         "where queue = 'same' and token is not null order by random() limit %s) done",
+                         (rng.choice([0, 2, 6]),))
+        conn.execute("drop function pgqueue.reserve_partitions_0011(pgqueue.queues, smallint, integer, timestamptz, "
+                     "timestamptz)")
