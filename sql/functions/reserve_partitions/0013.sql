@@ -282,8 +282,8 @@ begin
                 ) x
             ) c
         ),
-        -- Per partition of the walk: what it was given, with its jobs (revision 0013: one pass over
-        -- the locked rows and one over the turns, instead of a scan of each per figure read).
+        -- Per partition of the walk: how many jobs it was given (revision 0013: what the call reads
+        -- below comes from one pass over these and one over the locked rows, not a scan per figure).
         given as materialized (
             select p.n, p.part, p.weight, p.tokens, p.allow, p.quantum, p.lim, coalesce(g.count, 0) as count
             from planned p
