@@ -22,6 +22,9 @@ depends_on: str | Sequence[str] | None = None
 # changes, then each new or changed function's new version, "functions/<name>/0013.sql".
 UPGRADE = (
     "revisions/0013/upgrade.sql",
+    # issue 28 (a): the partition walk locks a turn of one job by the id it read, counts a walk's
+    # running jobs in one scan and reads what each turn gave in one pass
+    "functions/reserve_partitions/0013.sql",
     # issue 28, slot handover: jobs granted beyond a limit's free slots wait for one handed over
     "functions/hand_over/0013.sql",
     "functions/reserve/0013.sql",
@@ -31,6 +34,8 @@ UPGRADE = (
 # added, then the previous version of each function it replaced ("functions/<name>/<older>.sql").
 DOWNGRADE = (
     "revisions/0013/downgrade.sql",
+    # issue 28 (a)
+    "functions/reserve_partitions/0011.sql",
     # issue 28, slot handover
     "functions/reserve/0011.sql",
 )
