@@ -21,6 +21,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
@@ -236,6 +237,12 @@ def attacker(conn: Conn) -> Iterator[str]:
         conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
 
 
+def _hand_over(conn: Conn, call: Any, from_ids: list[Any], ids: list[Any], tokens: list[Any]) -> None:
+    """Revision 0013 (issue 28): an acked job's slot to another (here not waiting: refused), and a claim."""
+    if scalar(conn, "select to_regprocedure('pgqueue.hand_over(uuid[], uuid[], bigint[])') is not null"):
+        call("select * from pgqueue.hand_over(%s::uuid[], %s::uuid[], %s::bigint[])", (from_ids, ids, tokens))
+
+
 def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
     """The owner calls every stored function along every path that calls a built-in.
 
@@ -285,10 +292,7 @@ def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
             call("select * from pgqueue.cancelled(%s::uuid[], %s::bigint[])", ([ids[0], uuid.uuid4()], [0, 1]))
         call("select pgqueue.release(%s, %s, 0)", (ids[0], tokens[0]))
         call("select * from pgqueue.ack(%s::uuid[], %s::bigint[])", (ids[1:2], tokens[1:2]))
-        if scalar(conn, "select to_regprocedure('pgqueue.hand_over(uuid[], uuid[], bigint[])') is not null"):
-            # Revision 0013 (issue 28): the acked job's slot to a (here not waiting: refused) job, and a claim.
-            call("select * from pgqueue.hand_over(%s::uuid[], %s::uuid[], %s::bigint[])",
-                 ([ids[1], None], [ids[2], ids[2]], [tokens[2], tokens[2]]))
+        _hand_over(conn, call, [ids[1], None], [ids[2], ids[2]], [tokens[2], tokens[2]])
         call("select pgqueue.fail(%s, %s, 'app.Boom', 'boom', null, 'exception')", (ids[2], tokens[2]))
         again = call("select * from pgqueue.reserve(array['q'], 1, 60)")
         call("select pgqueue.release(%s, %s, 5)", (again[0]["id"], again[0]["token"]))

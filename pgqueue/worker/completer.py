@@ -82,6 +82,8 @@ class Completer:
         #: The claims not sent yet: they go only when no other batch is in flight, whose acks may be
         #: what frees the slots they ask for.
         self._claim_list: list[tuple[uuid.UUID, int]] = []
+        #: Told each plain ack as it is added (the fetcher hands its job's slot over with it).
+        self.on_ack_pending: Callable[[uuid.UUID], None] | None = None
         #: Told the waiting jobs whose handover the database refused.
         self.on_refused_handoffs: Callable[[list[uuid.UUID]], None] | None = None
         self.acked = 0
@@ -110,6 +112,8 @@ class Completer:
         self._pending.set()
         if len(self._ids) >= self.batch_size:
             self._full.set()
+        if self.on_ack_pending is not None:
+            self.on_ack_pending(job_id)
 
     def hand_over(self, from_id: uuid.UUID, job_id: uuid.UUID, token: int) -> bool:
         """Hand the slot of ``from_id``, whose ack is pending, to the waiting job ``(job_id, token)``

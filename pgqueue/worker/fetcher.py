@@ -74,6 +74,11 @@ class Fetcher(FetcherWaits):
         #: Jobs granted beyond a limit's free slots, each waiting for a slot handed over.
         self.waiting = WaitingJobs()
         self._reserving = False  # a reservation is on its way
+        #: The queue of each running job, by id; the waiting job to start in a running job's slot
+        #: when it ends (chosen as its ack was added, which carries the handover).
+        self._queue_of: dict[uuid.UUID, str] = {}
+        self._heirs: dict[uuid.UUID, Prefetched] = {}
+        completer.on_ack_pending = self._ack_pending
         completer.on_refused_handoffs = self._handoffs_refused
         #: Reserved jobs waiting for a slot, oldest reservation first.
         self.buffer: collections.deque[Prefetched] = collections.deque()
@@ -253,12 +258,19 @@ class Fetcher(FetcherWaits):
                 items.append(item)
         for queue in self.waiting.queues():
             items.extend(self._take(item) for item in self.waiting.take_queue(queue) if not item.finished)
+        heirs, self._heirs = list(self._heirs.values()), {}
+        items.extend(self._take(item) for item in heirs if not item.finished)
         return items
 
     # -------------------------------------------------------------- handover
-    def _hand_over(self, queue: str, job_id: uuid.UUID) -> None:
-        """Issue 28: the job ``job_id`` of ``queue`` ended; start the queue's oldest waiting job in its
-        slot if its ack is still pending (the slot is handed over with it)."""
+    def _ack_pending(self, job_id: uuid.UUID) -> None:
+        """Issue 28: the running job ``job_id`` is acked (the ack is pending in the completer): its
+        queue's oldest waiting job inherits its slot, handed over with that ack, and starts as the
+        job's execution ends (:meth:`_finished`). Chosen here, not at the end, so that no batch can
+        take the ack without its handover in between."""
+        queue = self._queue_of.get(job_id)
+        if queue is None or self.stopping or queue in self.waiting.off or not self.waiting.has(queue):
+            return
         now = time.monotonic()
         margin = self._executor.lease_margin
         while (item := self.waiting.pop(queue)) is not None:
@@ -275,8 +287,7 @@ class Fetcher(FetcherWaits):
             if not self._completer.hand_over(job_id, item.id, item.token):
                 self.waiting.put_back(item)
                 return
-            self._take(item)
-            self._start(item.reservation, item.received, left)
+            self._heirs[job_id] = item
             return
 
     def _strand_check(self, queue: str) -> None:
@@ -375,6 +386,7 @@ class Fetcher(FetcherWaits):
         task = asyncio.create_task(run)
         self.running[task] = reservation.queue
         self._job_of[task] = reservation.id
+        self._queue_of[reservation.id] = reservation.queue
         self._running_in[reservation.queue] += 1
         task.add_done_callback(self._finished)
 
@@ -384,8 +396,16 @@ class Fetcher(FetcherWaits):
         self._ended_since_reserve = True
         if queue is not None and job_id is not None:
             self._running_in[queue] -= 1
-            if self.waiting.has(queue) and queue not in self.waiting.off and not self.stopping:
-                self._hand_over(queue, job_id)
+            self._queue_of.pop(job_id, None)
+            heir = self._heirs.pop(job_id, None)
+            if heir is not None:  # its slot was handed over with this job's ack
+                self._take(heir)
+                if heir.finished:
+                    self.expired += 1
+                elif self.stopping:
+                    self._to_hand_back.append(heir)
+                else:
+                    self._start(heir.reservation, heir.received, heir.deadline - time.monotonic())
             if self._running_in[queue] <= 0:
                 del self._running_in[queue]
                 self.waiting.ended[queue] += 1

@@ -3,7 +3,7 @@
 --   pgqueue_producer  enqueue jobs (pgqueue.enqueue, pgqueue.enqueue_many, pgqueue.enqueue_unique,
 --                     pgqueue.enqueue_debounced), and register
 --                     periodic jobs with the template of their jobs (pgqueue.schedule_sync); nothing else
---   pgqueue_worker    reserve, mark_started, ack, release, release_unstarted, release_interrupted, extend,
+--   pgqueue_worker    reserve, mark_started, hand_over, ack, release, release_unstarted, release_interrupted, extend,
 --                     heartbeat, fail, snooze, backpressure, next_due, prune_history, prune_ticks_and_keys, schedule_state,
 --                     enqueue_tick (periodic jobs), cancelled (is a cancel notification real?); read queue_stats
 --                     and queues (the metrics' queue depths and paused queues); LISTEN
@@ -84,9 +84,11 @@ alter function pgqueue.enqueue_many(jsonb, double precision[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.reserve(text[], integer, double precision)
     security definer set search_path = pg_catalog, pg_temp;
-alter function pgqueue.reserve(text[], integer, double precision, integer)
+alter function pgqueue.reserve(text[], integer, double precision, integer, integer[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.mark_started(uuid[], bigint[])
+    security definer set search_path = pg_catalog, pg_temp;
+alter function pgqueue.hand_over(uuid[], uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.cancelled(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
@@ -282,8 +284,9 @@ grant select on pgqueue.workflow_steps, pgqueue.workflow_signals, pgqueue.workfl
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),
-    pgqueue.reserve(text[], integer, double precision, integer),
+    pgqueue.reserve(text[], integer, double precision, integer, integer[]),
     pgqueue.mark_started(uuid[], bigint[]),
+    pgqueue.hand_over(uuid[], uuid[], bigint[]),
     pgqueue.cancelled(uuid[], bigint[]),
     pgqueue.ack(uuid[], bigint[]),
     pgqueue.release(uuid, bigint, double precision),
