@@ -52,7 +52,7 @@
 -- probes per priority level present. A queue without aging walks its priorities as before.
 -- Issue 28, slot handover: in a queue with a concurrency limit (not served by partition) the limit
 -- counts the reserved jobs with a live lease that are not waiting. A caller that holds jobs of such a
--- queue may ask for up to p_waiting[i] more than the free slots: they are granted after the slotted
+-- queue (not an adaptive one) may ask for up to p_waiting[i] more than the free slots: they are granted after the slotted
 -- ones (oldest due first, as always), with waiting = true, leased like any grant but not counted.
 -- The caller starts one only in the slot of one of its jobs of that queue that ended with an ack,
 -- and records it with that ack, in the same transaction (pgqueue.hand_over): the count does not
@@ -144,9 +144,12 @@ begin
                     select count(*) into v_running from pgqueue.jobs j
                     where j.queue = v_queue and j.token is not null and j.available_at > v_now and not j.waiting;
                     v_slots := least(v_take, greatest(v_control.concurrency - v_running, 0));
-                    -- Slot handover: up to p_waiting more, granted waiting, beyond the free slots.
-                    v_take := least(v_take, v_slots + case when v_partitioned then 0
-                                                           else coalesce(p_waiting[v_index], 0) end);
+                    -- Slot handover: up to p_waiting more, granted waiting, beyond the free slots;
+                    -- not in a partitioned queue (each partition's turn is decided here), nor under an
+                    -- adaptive limit (it moves with each backpressure report, and a report counts only
+                    -- from a job reserved after the last cut: the slot is taken at the reservation).
+                    v_take := least(v_take, v_slots + case when v_partitioned or v_control.adaptive_min is not null
+                                                           then 0 else coalesce(p_waiting[v_index], 0) end);
                 end if;
                 if v_control.rate_limit is not null then
                     -- The bucket holds up to rate_burst tokens (default: the rate per period),
