@@ -236,7 +236,7 @@ def attacker(conn: Conn) -> Iterator[str]:
         conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
 
 
-def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:
+def _call_every_function(conn: Conn) -> tuple[list[str], set[str], list[str]]:  # noqa: PLR0912  # revision-gated calls
     """The owner calls every stored function along every path that calls a built-in.
 
     Returns the hijack warnings seen, the pgqueue functions executed, and errors met.
