@@ -239,27 +239,36 @@ def test_hand_over_wants_one_from_id_id_and_token_per_job(conn: Conn) -> None:
     assert waiting_of(conn, w["id"]) is True
 
 
-CLAIM_RACE = ("pgqueue.hand_over counts a queue's free slots for a claim (from id null) without locking the "
-              "queue's row as pgqueue.reserve does, so a claim does not see a reservation or another claim whose "
-              "transaction is still open, nor they it: both take the same free slot and the limit is exceeded")
-
-
-@pytest.mark.xfail(strict=True, reason=CLAIM_RACE)
-@pytest.mark.parametrize("rival", ["reservation", "claim"])
-def test_a_claim_and_a_rival_never_take_the_same_slot(conn: Conn, dsn: str, rival: str) -> None:
+def test_a_reservation_beside_an_open_claim_takes_no_slot(conn: Conn, dsn: str) -> None:
+    """A claim locks its queue's row as a reservation does: a reservation while the claim's transaction
+    is open skips the queue (SKIP LOCKED) instead of granting the same free slot."""
     limited(conn, 4, concurrency=1)
-    first, mine, theirs = reserve(conn, "limited", 3, [2])
+    first, mine, _ = reserve(conn, "limited", 3, [2])
     acked(conn, first)
     with psycopg.connect(dsn, autocommit=True) as other:
         with conn.transaction():
             assert hand_over(conn, [(None, mine)]) == [True]
-            # Another worker takes the slot while the claim's transaction is still open.
-            if rival == "reservation":
-                reserve(other, "limited", 1, None)
-            else:
-                with other.transaction():
-                    hand_over(other, [(None, theirs)])
-        assert running(conn) <= 1, "the claim and its rival both took the one free slot"
+            assert reserve(other, "limited", 1, None) == []
+        assert running(conn) == 1
+        assert reserve(other, "limited", 1, None) == []  # committed: the slot is the claim's
+
+
+def test_a_claim_beside_an_open_claim_waits_for_it_and_finds_the_slot_taken(conn: Conn, dsn: str) -> None:
+    limited(conn, 4, concurrency=1)
+    first, mine, theirs = reserve(conn, "limited", 3, [2])
+    acked(conn, first)
+    answer: list[list[bool]] = []
+    with psycopg.connect(dsn, autocommit=True) as other:
+        with conn.transaction():
+            assert hand_over(conn, [(None, mine)]) == [True]
+            rival = threading.Thread(target=lambda: answer.append(hand_over(other, [(None, theirs)])))
+            rival.start()
+            # The rival waits on the queue's row until this transaction ends (it holds the lock).
+            while not scalar(conn, "select count(*) from pg_locks where not granted and locktype = 'transactionid'"):
+                rival.join(0.01)
+        rival.join()
+    assert answer == [[False]]
+    assert running(conn) == 1
 
 
 # --------------------------------------------------------------------------- concurrency

@@ -144,9 +144,8 @@ class Fetcher(FetcherWaits):
         exhausted = False  # the last reservation came back short: nothing more was ready
         while not self.stopping:
             self._fill_slots()
-            if self._to_hand_back:
-                expired, self._to_hand_back = self._to_hand_back, []
-                await self._hand_back(expired)
+            expired, self._to_hand_back = self._to_hand_back, []
+            await self._hand_back(expired)  # (nothing when there are none)
             running, buffered = len(self.running), len(self.buffer) + self.waiting.count
             free = self.concurrency - running
             room = self.concurrency + self.prefetch - running - buffered
@@ -175,15 +174,16 @@ class Fetcher(FetcherWaits):
                 if reservations:
                     self._add_to_buffer(reservations)
                     self._fill_slots()
-                    for queue in self.waiting.queues():
-                        self._strand_check(queue)
-                    if not exhausted and self.prefetch == 0:
-                        await self._gather_slots()
+                self._strand_checks()  # (skipped while the reservation was on its way)
+                if reservations and not exhausted and self.prefetch == 0:
+                    await self._gather_slots()
                 continue
             if buffered or free <= 0:
-                # Slots full (buffered jobs wait for one), or the buffer is still half full.
-                self._slot_free.clear()
-                await self._slot_free.wait()
+                # Slots full (buffered jobs wait for one), or the buffer is still half full (waiting
+                # jobs with no job of theirs left to inherit from claim a slot or go back first).
+                if not self._strand_checks():
+                    self._slot_free.clear()
+                    await self._slot_free.wait()
                 continue
             if not await self._nothing_ready(stop_when_empty):
                 return
@@ -290,6 +290,13 @@ class Fetcher(FetcherWaits):
             self._heirs[job_id] = item
             return
 
+    def _strand_checks(self) -> bool:
+        """:meth:`_strand_check` each queue with waiting jobs; True if it started or handed back any."""
+        before = (len(self.running), len(self._to_hand_back))
+        for queue in self.waiting.queues():
+            self._strand_check(queue)
+        return (len(self.running), len(self._to_hand_back)) != before
+
     def _strand_check(self, queue: str) -> None:
         """Waiting jobs of ``queue`` with no job of it running or about to, so none to inherit a slot
         from: each free execution slot starts one that first asks for a free slot of the queue
@@ -318,10 +325,14 @@ class Fetcher(FetcherWaits):
         """The database handed no slot to these started waiting jobs (a pause, a limit lowered, a
         lease lost): no more handover in their queues, nor in the others that wait, until a
         reservation grants slots there again."""
+        # One that has ended here already (a snooze or a retry committed before the handover) is no
+        # concern: its slot went back with its end.
+        refused = set(ids).intersection(self._job_of.values())
+        if not refused:
+            return
         logger.warning("pgqueue: %d jobs started in a slot handed over were refused it (their queue was "
                        "paused or its limit lowered, or their lease was lost); no more handover there until "
-                       "a reservation grants slots again", len(ids))
-        refused = set(ids)
+                       "a reservation grants slots again", len(refused))
         self.waiting.off.update(self.running[t] for t, job_id in self._job_of.items() if job_id in refused)
         self.waiting.off.update(self.waiting.queues())
         for queue in self.waiting.queues():
@@ -409,8 +420,7 @@ class Fetcher(FetcherWaits):
             if self._running_in[queue] <= 0:
                 del self._running_in[queue]
                 self.waiting.ended[queue] += 1
-        for waiting in self.waiting.queues():
-            self._strand_check(waiting)
+        self._strand_checks()
         self._fill_slots()
         self._slot_free.set()
         if task.cancelled():

@@ -30,6 +30,17 @@ begin
                         cardinality(p_from), cardinality(p_ids), cardinality(p_tokens)
             using errcode = '22023';
     end if;
+    -- A claim adds a slot: like a reservation, it first locks the rows of its jobs' queues (waiting
+    -- for a reservation that holds one to commit), so that the count below sees every slot granted
+    -- before and none can be granted beside it. A handover moves a slot and needs no lock: its
+    -- transaction's ack frees the slot it takes, and no other transaction sees one without the other.
+    if array_position(p_from, null) is not null then
+        perform from pgqueue.queues q
+        where q.name in (select j.queue from unnest(p_from, p_ids) as t(from_id, id)
+                         join pgqueue.jobs j on j.id = t.id where t.from_id is null)
+        order by q.name
+        for update of q;
+    end if;
     return query
     with asked as (
         select t.id, t.token, t.n, j.queue, t.from_id is null as claim
