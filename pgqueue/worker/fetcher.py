@@ -420,7 +420,8 @@ class Fetcher(FetcherWaits):
             if self._running_in[queue] <= 0:
                 del self._running_in[queue]
                 self.waiting.ended[queue] += 1
-        self._strand_checks()
+            if heir is None:  # a slot left without an heir: waiting jobs may have none to inherit from now
+                self._strand_checks()
         self._fill_slots()
         self._slot_free.set()
         if task.cancelled():

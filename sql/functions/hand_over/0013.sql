@@ -24,6 +24,8 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_now timestamptz := clock_timestamp();
+    v_ids uuid[];       -- the waiting jobs handed a slot
+    v_tokens bigint[];  -- and their tokens
 begin
     if cardinality(p_ids) is distinct from cardinality(p_tokens) or cardinality(p_ids) is distinct from cardinality(p_from) then
         raise exception 'pgqueue.hand_over: % from ids, % ids and % tokens: give one of each per job',
@@ -41,17 +43,20 @@ begin
         order by q.name
         for update of q;
     end if;
-    return query
+    -- Every row is found by primary key, one probe per job named (scalar subqueries and `= any`, never
+    -- a join the planner could turn into a hash over a scan of the backlog once PL/pgSQL caches a
+    -- generic plan).
     with asked as (
-        select t.id, t.token, t.n, j.queue, t.from_id is null as claim
+        select t.id, t.token, t.n, t.from_id is null as claim,
+               (select j.queue from pgqueue.jobs j
+                where j.id = t.id and j.token = t.token and j.waiting and j.available_at > v_now) as queue
         from unnest(p_from, p_ids, p_tokens) with ordinality as t(from_id, id, token, n)
-        join pgqueue.jobs j on j.id = t.id and j.token = t.token
-        where j.waiting and j.available_at > v_now
-          and not exists (select from pgqueue.jobs f where f.id = t.from_id)
+        where t.from_id is null or (select count(*) from pgqueue.jobs f where f.id = t.from_id) = 0
     ),
-    room as (
+    room as materialized (
         -- Each queue's free slots now (the acks of this transaction counted): a limit lowered
-        -- since, or a pause, stops the handover.
+        -- since, or a pause, stops the handover. Materialized: counted once per queue, not once per
+        -- job named (inlined, the count ran for every row of ranked).
         select a.queue,
                case when q.paused then 0
                     when q.concurrency is null then 2147483647
@@ -59,26 +64,23 @@ begin
                                           where r.queue = a.queue and r.token is not null
                                             and r.available_at > v_now and not r.waiting)::integer
                end as free
-        from (select distinct asked.queue from asked) a
+        from (select distinct asked.queue from asked where asked.queue is not null) a
         left join pgqueue.queues q on q.name = a.queue
     ),
     ranked as (
         select a.id, a.token, row_number() over (partition by a.queue order by a.claim, a.n) as k, r.free
         from asked a join room r on r.queue = a.queue
-    ),
-    handed as (
-        update pgqueue.jobs j
-        set waiting = false
-        from ranked k
-        where j.id = k.id and j.token = k.token and k.k <= k.free
-        returning j.id
     )
+    select array_agg(k.id), array_agg(k.token) into v_ids, v_tokens from ranked k where k.k <= k.free;
+    -- Tokens are unique to a reservation: id and token both in the lists is the pair's fence.
+    update pgqueue.jobs j set waiting = false
+    where j.id = any (v_ids) and j.token = any (v_tokens) and j.waiting;
     -- A waiting job that is gone (acked in this same transaction, when it ended too and handed its
     -- own slot on) is no concern: nothing counts it any more. Only a claim needs its job.
-    select t.id, h.id is not null
-                 or (t.from_id is not null and not exists (select from pgqueue.jobs g where g.id = t.id))
+    return query
+    select t.id, t.id = any (coalesce(v_ids, '{}'))
+                 or (t.from_id is not null and (select count(*) from pgqueue.jobs g where g.id = t.id) = 0)
     from unnest(p_from, p_ids) with ordinality as t(from_id, id, n)
-    left join handed h on h.id = t.id
     order by t.n;
 end
 $$;
