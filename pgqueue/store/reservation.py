@@ -96,18 +96,31 @@ def _refused(rows: list[Any]) -> list[uuid.UUID]:
     return [row[0] for row in rows]
 
 
-async def _hand_over(conn: psycopg.AsyncConnection[Any], acks: AckBatch) -> psycopg.AsyncCursor[Any] | None:
-    """Queue ``pgqueue.hand_over`` for the batch's handoffs (in its transaction, after the ack), if any."""
-    handoffs = acks.handoffs
-    if not handoffs or not handoffs.ids:
-        return None
-    return await conn.execute(query("hand_over"), (handoffs.from_ids, handoffs.ids, handoffs.tokens))
+class _SentAcks:
+    """A batch of acks queued in a pipeline's transaction: ``pgqueue.ack``, then ``pgqueue.hand_over``
+    for its handoffs if it has any (:meth:`send`); once the transaction is over, :meth:`refused`
+    reads both answers."""
 
+    __slots__ = ("_acked", "_batch", "_handed")
 
-async def _handed(acks: AckBatch, cur: psycopg.AsyncCursor[Any] | None) -> None:
-    """Record in the batch's handoffs which the database refused."""
-    if cur is not None and acks.handoffs is not None:
-        acks.handoffs.refused = [job_id for job_id, handed in await cur.fetchall() if not handed]
+    def __init__(self, batch: AckBatch, acked: psycopg.AsyncCursor[Any],
+                 handed: psycopg.AsyncCursor[Any] | None) -> None:
+        self._batch, self._acked, self._handed = batch, acked, handed
+
+    @classmethod
+    async def send(cls, conn: psycopg.AsyncConnection[Any], batch: AckBatch) -> _SentAcks:
+        acked = await conn.execute(query("ack"), batch.params)
+        handoffs = batch.handoffs
+        handed = None if not handoffs or not handoffs.ids else await conn.execute(
+            query("hand_over"), (handoffs.from_ids, handoffs.ids, handoffs.tokens))
+        return cls(batch, acked, handed)
+
+    async def refused(self) -> list[uuid.UUID]:
+        """The acks the fence refused; the handovers refused go to the batch's ``handoffs.refused``."""
+        refused = _refused(await self._acked.fetchall())
+        if self._handed is not None and self._batch.handoffs is not None:
+            self._batch.handoffs.refused = [job_id for job_id, handed in await self._handed.fetchall() if not handed]
+        return refused
 
 
 class ReservationStatements(Pooled):
@@ -137,13 +150,11 @@ class ReservationStatements(Pooled):
             return [Reservation(*row) for row in rows], []
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
-                acked = await conn.execute(query("ack"), acks.params)
-                handed = await _hand_over(conn, acks)
+                sent = await _SentAcks.send(conn, acks)
                 cur = await conn.execute(query("reserve"), params)
-            refused = await acked.fetchall()
-            await _handed(acks, handed)
+            refused = await sent.refused()
             rows = await cur.fetchall()
-        return [Reservation(*row) for row in rows], _refused(refused)
+        return [Reservation(*row) for row in rows], refused
 
     async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
                   waits: list[float | None] | None = None, keep: bool = False, handoffs: Handoffs | None = None,
@@ -162,11 +173,8 @@ class ReservationStatements(Pooled):
             return _refused(await self._rows("ack", batch.params))
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
-                acked = await conn.execute(query("ack"), batch.params)
-                handed = await _hand_over(conn, batch)
-            refused = await acked.fetchall()
-            await _handed(batch, handed)
-        return _refused(refused)
+                sent = await _SentAcks.send(conn, batch)
+            return await sent.refused()
 
     async def mark_started(self, ids: list[uuid.UUID], tokens: list[int], *, acks: AckBatch | None = None,
                            ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
@@ -179,12 +187,10 @@ class ReservationStatements(Pooled):
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
                 cur = await conn.execute(query("mark_started"), (ids, tokens))
-                acked = await conn.execute(query("ack"), acks.params)
-                handed = await _hand_over(conn, acks)
+                sent = await _SentAcks.send(conn, acks)
             marks = await cur.fetchall()
-            refused = await acked.fetchall()
-            await _handed(acks, handed)
-        return [job_id for job_id, marked in marks if marked], _refused(refused)
+            refused = await sent.refused()
+        return [job_id for job_id, marked in marks if marked], refused
 
     async def cancelled(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:
         """Of the reservations ``(ids, tokens)``, the ids whose job the database recorded as cancelled

@@ -261,16 +261,23 @@ class Completer:
         self._in_flight -= 1
         self._sending -= len(ids)
         self._pending_ids.update(ids)
-        if handoffs is not None:
-            pairs = [(f, i, t) for f, i, t in zip(handoffs.from_ids, handoffs.ids, handoffs.tokens, strict=True)
-                     if f is not None]
-            self._claim_list[:0] = [(i, t) for f, i, t in zip(handoffs.from_ids, handoffs.ids, handoffs.tokens,
-                                                              strict=True) if f is None]
-            self._pending_ids.difference_update(f for f, _, _ in pairs)
+        if handoffs is not None:  # the handovers before those pending since, the claims unsent again
+            back = Handoffs([], [], [])
+            claims: list[tuple[uuid.UUID, int]] = []
+            for from_id, job_id, token in zip(handoffs.from_ids, handoffs.ids, handoffs.tokens, strict=True):
+                if from_id is None:
+                    claims.append((job_id, token))
+                    continue
+                self._pending_ids.discard(from_id)
+                back.from_ids.append(from_id)
+                back.ids.append(job_id)
+                back.tokens.append(token)
             mine = self._handoffs
-            mine.from_ids[:0] = [f for f, _, _ in pairs]
-            mine.ids[:0] = [i for _, i, _ in pairs]
-            mine.tokens[:0] = [t for _, _, t in pairs]
+            back.from_ids += mine.from_ids
+            back.ids += mine.ids
+            back.tokens += mine.tokens
+            self._handoffs = back
+            self._claim_list[:0] = claims
         self._ids[:0], self._tokens[:0] = ids, tokens
         self._durations[:0], self._waits[:0] = durations, waits
         if self._ids or self._kept or self._claim_list:
