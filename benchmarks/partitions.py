@@ -180,9 +180,10 @@ Setup = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 def _install(conn: psycopg.Connection[tuple[object, ...]], functions: str) -> None:
     functions = functions.split("+", maxsplit=1)[0]  # "<functions>+main": with the worker of --before-worker
     if functions in ("0009", "0010", "main"):
-        # reserve 0013 has one more (defaulted) parameter: an older reserve beside it would make
+        # reserve 0013 and 0014 have more (defaulted) parameters: an older reserve beside it would make
         # every call of the older signature ambiguous.
-        conn.execute(b"drop function pgqueue.reserve(text[], integer, double precision, integer, integer[])")
+        conn.execute(b"drop function pgqueue.reserve(text[], integer, double precision, integer, integer[], uuid[], "
+                     b"bigint[])")
     if functions == "0009":
         for name, version in PREVIOUS:
             conn.execute((SQL / name / f"{version}.sql").read_text().encode())

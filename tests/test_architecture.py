@@ -292,7 +292,7 @@ STORE_MODULES = {"__init__", "pooled", "errors", "sessions", "dispatch", "schedu
                  "control", "maintenance", "history", "dashboard", "migrations", "testing", "workers", "results",
                  "dependencies", "workflows"}
 STORE_MODULE_LINES = 400
-STORE_NAMES = {"Store", "Reservation", "AckBatch", "Handoffs", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
+STORE_NAMES = {"Store", "Reservation", "AckBatch", "UniqueDispatch", "UNIQUE_ATTEMPTS", "ScheduleState",
                "ScheduleRow", "QueueStats", "QueueControl", "CancelOutcome", "TableStatistics", "JobStatsRow",
                "Throughput", "ThroughputBucket", "QueueCounts", "ScannedPage", "Listener", "record_failure_on",
                "queue_stats_on", "queue_paused_on", "partition_depths_on", "PartitionDepth", "try_vacuum_lock",

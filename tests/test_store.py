@@ -118,7 +118,7 @@ async def test_the_completers_pending_acks_include_a_batch_sent_and_not_yet_answ
     completer.answered(batch.ids, refused)
     assert refused == [] and completer.pending == 0 and completer.acked == 2
     completer.add(reserved[0].id, reserved[0].token)
-    completer.give_back(*completer.take())  # could not be sent: pending again, counted once
+    completer.give_back(completer.take())  # could not be sent: pending again, counted once
     assert completer.pending == 1
 
 

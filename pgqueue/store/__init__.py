@@ -72,7 +72,6 @@ from pgqueue.store.migrations import (
 )
 from pgqueue.store.reservation import (
     AckBatch,
-    Handoffs,
     Reservation,
     ReservationStatements,
     ack_in_transaction,
@@ -117,7 +116,6 @@ __all__ = [
     "DebouncedDispatch",
     "DispatchedJob",
     "FailureSearch",
-    "Handoffs",
     "JobSearch",
     "JobStatsRow",
     "Link",

@@ -30,10 +30,11 @@ class Reservation:
     starts it only after :meth:`Store.mark_started` accepted it, so if the worker dies before,
     the attempt is given back instead of being spent unrun.
 
-    ``waiting`` (issue 28, slot handover): granted beyond the free slots of its queue's concurrency
-    limit (:meth:`Store.reserve`'s ``waiting``); it does not count in the limit, and the worker
-    starts it only in the slot of one of its jobs of that queue that ended with an ack, which
-    hands the slot over in the same transaction (:class:`Handoffs`).
+    ``waiting`` and ``heir_of`` (issue 28, slot heirs): granted beyond the free slots of its queue's
+    concurrency limit as the heir of ``heir_of``, one of the caller's running jobs of that queue
+    named in :meth:`Store.reserve`'s ``heirs``: it counts in the limit from the moment that job's
+    reservation ends (with no write of its own), and the worker starts it as that job's execution
+    ends, never before.
 
     ``queued_seconds``: from the time the job became due (its dispatch, the end of its delay, a
     retry's backoff or a snooze, or an expired lease) to this reservation, on the database clock.
@@ -49,19 +50,7 @@ class Reservation:
     prefetched: bool = False
     queued_seconds: float = 0.0
     waiting: bool = False
-
-
-@dataclass(slots=True)
-class Handoffs:
-    """Slots handed over with a batch of acks (``pgqueue.hand_over``, in the acks' transaction,
-    after them): the i-th waiting job (``ids[i]``, fenced by ``tokens[i]``) takes the slot of the
-    acked job ``from_ids[i]``, or (None) a free slot if there is one. Once sent, :attr:`refused`
-    holds the ids the database refused."""
-
-    from_ids: list[uuid.UUID | None]
-    ids: list[uuid.UUID]
-    tokens: list[int]
-    refused: list[uuid.UUID] | None = None
+    heir_of: uuid.UUID | None = None
 
 
 class AckBatch(NamedTuple):
@@ -77,50 +66,16 @@ class AckBatch(NamedTuple):
     waits: list[float | None]
     #: Whether to keep copies in ``pgqueue.completed_jobs``.
     keep: bool
-    #: Slots handed over in the same transaction (issue 28), or None.
-    handoffs: Handoffs | None = None
 
     @property
     def empty(self) -> bool:
-        """No ack and no handover to send."""
-        return not self.ids and not (self.handoffs and self.handoffs.ids)
-
-    @property
-    def params(self) -> tuple[list[uuid.UUID], list[int], list[float | None], list[float | None], bool]:
-        """The parameters of ``pgqueue.ack``."""
-        return self.ids, self.tokens, self.durations, self.waits, self.keep
+        """No ack to send."""
+        return not self.ids
 
 
 def _refused(rows: list[Any]) -> list[uuid.UUID]:
     """The ids of the acks the fence refused, from the rows of ``pgqueue.ack``."""
     return [row[0] for row in rows]
-
-
-class _SentAcks:
-    """A batch of acks queued in a pipeline's transaction: ``pgqueue.ack``, then ``pgqueue.hand_over``
-    for its handoffs if it has any (:meth:`send`); once the transaction is over, :meth:`refused`
-    reads both answers."""
-
-    __slots__ = ("_acked", "_batch", "_handed")
-
-    def __init__(self, batch: AckBatch, acked: psycopg.AsyncCursor[Any],
-                 handed: psycopg.AsyncCursor[Any] | None) -> None:
-        self._batch, self._acked, self._handed = batch, acked, handed
-
-    @classmethod
-    async def send(cls, conn: psycopg.AsyncConnection[Any], batch: AckBatch) -> _SentAcks:
-        acked = await conn.execute(query("ack"), batch.params)
-        handoffs = batch.handoffs
-        handed = None if not handoffs or not handoffs.ids else await conn.execute(
-            query("hand_over"), (handoffs.from_ids, handoffs.ids, handoffs.tokens))
-        return cls(batch, acked, handed)
-
-    async def refused(self) -> list[uuid.UUID]:
-        """The acks the fence refused; the handovers refused go to the batch's ``handoffs.refused``."""
-        refused = _refused(await self._acked.fetchall())
-        if self._handed is not None and self._batch.handoffs is not None:
-            self._batch.handoffs.refused = [job_id for job_id, handed in await self._handed.fetchall() if not handed]
-        return refused
 
 
 class ReservationStatements(Pooled):
@@ -130,7 +85,7 @@ class ReservationStatements(Pooled):
 
     async def reserve(self, queues: list[str], limit: int, lease: float, *,
                       run_now: int | None = None, acks: AckBatch | None = None,
-                      waiting: list[int] | None = None,
+                      heirs: list[tuple[uuid.UUID, int]] | None = None,
                       ) -> tuple[list[Reservation], list[uuid.UUID]]:
         """Reserve up to ``limit`` jobs of ``queues`` (in that order) for ``lease`` seconds.
 
@@ -140,41 +95,42 @@ class ReservationStatements(Pooled):
         Returns the reservations and the ids of the acks the fence refused (their lease was
         lost). If the call raises, neither happened; the caller keeps the acks to send again.
 
-        ``waiting`` (issue 28, slot handover), one count per queue: how many jobs beyond the
-        free slots of a queue with a concurrency limit the caller will hold, granted ``waiting``
-        (None: none). The handoffs of ``acks`` are sent after them, before the reservation.
+        ``heirs`` (issue 28, slot heirs): slots the caller holds, each named by the job whose
+        reservation took it (id, token), once per heir asked for in it; beyond the free slots of a
+        queue with a concurrency limit, the waiting grants go to those still held, in that order
+        (:class:`Reservation`'s ``heir_of``). With heirs, the reservation runs before the acks in
+        the transaction: a slot whose job ended (its ack here) is still held when its heirs are
+        granted, and passes to them when the ack deletes that job.
         """
-        params = (queues, limit, lease, limit if run_now is None else run_now, waiting)
+        ids = [job_id for job_id, _ in heirs] if heirs else None
+        tokens = [token for _, token in heirs] if heirs else None
+        params = (queues, limit, lease, limit if run_now is None else run_now, ids, tokens)
         if not acks or acks.empty:
             rows = await self._rows("reserve", params)
             return [Reservation(*row) for row in rows], []
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
-                sent = await _SentAcks.send(conn, acks)
-                cur = await conn.execute(query("reserve"), params)
-            refused = await sent.refused()
+                if heirs:
+                    cur = await conn.execute(query("reserve"), params)
+                    acked = await conn.execute(query("ack"), acks)
+                else:
+                    acked = await conn.execute(query("ack"), acks)
+                    cur = await conn.execute(query("reserve"), params)
+            refused = _refused(await acked.fetchall())
             rows = await cur.fetchall()
         return [Reservation(*row) for row in rows], refused
 
     async def ack(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None] | None = None,
-                  waits: list[float | None] | None = None, keep: bool = False, handoffs: Handoffs | None = None,
-                  ) -> list[uuid.UUID]:
+                  waits: list[float | None] | None = None, keep: bool = False) -> list[uuid.UUID]:
         """Delete finished jobs (fenced by their tokens); returns the ids the fence refused.
 
         Each counts as succeeded in ``pgqueue.job_stats``, with its handler's run time and its
         wait from reservation to handler start (seconds, None: unknown); ``keep`` copies the
-        jobs to ``pgqueue.completed_jobs`` in the same statement. ``handoffs`` are sent in the
-        same transaction, after the ack (their answer goes to ``handoffs.refused``).
+        jobs to ``pgqueue.completed_jobs`` in the same statement.
         """
         unknown: list[float | None] = [None] * len(ids)
-        batch = AckBatch(ids, tokens, unknown if durations is None else durations,
-                         unknown if waits is None else waits, keep, handoffs)
-        if not handoffs or not handoffs.ids:
-            return _refused(await self._rows("ack", batch.params))
-        async with self._pool.connection() as conn:
-            async with conn.pipeline(), conn.transaction():
-                sent = await _SentAcks.send(conn, batch)
-            return await sent.refused()
+        return _refused(await self._rows("ack", (ids, tokens, unknown if durations is None else durations,
+                                                 unknown if waits is None else waits, keep)))
 
     async def mark_started(self, ids: list[uuid.UUID], tokens: list[int], *, acks: AckBatch | None = None,
                            ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
@@ -187,9 +143,9 @@ class ReservationStatements(Pooled):
         async with self._pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
                 cur = await conn.execute(query("mark_started"), (ids, tokens))
-                sent = await _SentAcks.send(conn, acks)
+                acked = await conn.execute(query("ack"), acks)
             marks = await cur.fetchall()
-            refused = await sent.refused()
+            refused = _refused(await acked.fetchall())
         return [job_id for job_id, marked in marks if marked], refused
 
     async def cancelled(self, ids: list[uuid.UUID], tokens: list[int]) -> list[uuid.UUID]:

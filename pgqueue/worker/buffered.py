@@ -56,73 +56,57 @@ class Prefetched:
         return True
 
 
-class WaitingJobs:
-    """Issue 28, slot handover: per queue, the reserved jobs granted beyond its concurrency limit's
-    free slots (:attr:`Reservation.waiting`), oldest first.
+class Heirs:
+    """Issue 28, slot heirs: the reserved jobs granted beyond a queue's concurrency limit's free slots
+    as heirs in slots this worker holds (:attr:`Reservation.heir_of`: the job whose reservation took
+    the slot), per slot in the order granted.
 
-    They do not count in the limit. One starts only in the slot of one of this worker's jobs of the
-    same queue that ended with an ack still pending, which hands the slot over in the same
-    transaction (:meth:`pgqueue.worker.completer.Completer.hand_over`); so under a limit a worker
-    runs its queue's jobs back to back, one reservation per prefetch buffer instead of one per slot
-    that frees (a reservation's round trip and the worker's handling no longer take turns). A
-    queue whose handover the database refused (paused, a limit lowered, a lease lost) is
-    :attr:`off` until a reservation grants slots in it again. The worker asks for waiting jobs
-    (:meth:`budget`) only in a queue where it holds running jobs or whose jobs ended since the last
-    reservation (their acks ride with it and free their slots in its transaction), so a queue
-    whose slots other workers hold gives it none it could not start.
+    The database counts a slot as one from the reservation that took it until the last of its jobs
+    ends, however each ends, with no write of theirs; the worker runs a slot's jobs one at a time,
+    each heir as the job before it in the slot ends (:meth:`pgqueue.worker.fetcher.Fetcher._finished`).
+    So under a limit a worker runs its queue's jobs back to back, one reservation for many of them,
+    instead of one reservation per slot that frees.
     """
 
-    __slots__ = ("_by_queue", "count", "ended", "off")
+    __slots__ = ("_by_slot", "count")
 
     def __init__(self) -> None:
-        self._by_queue: dict[str, collections.deque[Prefetched]] = {}
-        #: Waiting jobs held, all queues.
+        self._by_slot: dict[uuid.UUID, collections.deque[Prefetched]] = {}
+        #: Heirs held, all slots.
         self.count = 0
-        #: Queues whose last running job ended since the last reservation (its ack rides with the next).
-        self.ended: collections.Counter[str] = collections.Counter()
-        #: Queues where the database refused a handover.
-        self.off: set[str] = set()
+
+    def __len__(self) -> int:
+        return self.count
 
     def __iter__(self) -> Iterator[Prefetched]:
-        for items in list(self._by_queue.values()):
+        for items in list(self._by_slot.values()):
             yield from list(items)
 
-    def has(self, queue: str) -> bool:
-        return queue in self._by_queue
+    def slots(self) -> list[uuid.UUID]:
+        """The slots with heirs waiting."""
+        return list(self._by_slot)
 
-    def add(self, item: Prefetched) -> None:
-        self._by_queue.setdefault(item.reservation.queue, collections.deque()).append(item)
+    def queued(self, slot: uuid.UUID) -> int:
+        items = self._by_slot.get(slot)
+        return len(items) if items else 0
+
+    def add(self, slot: uuid.UUID, item: Prefetched) -> None:
+        """``item`` runs in ``slot`` after the heirs already there."""
+        self._by_slot.setdefault(slot, collections.deque()).append(item)
         self.count += 1
 
-    def pop(self, queue: str) -> Prefetched | None:
-        """The queue's oldest waiting job, taken out (None: none)."""
-        items = self._by_queue.get(queue)
+    def pop(self, slot: uuid.UUID) -> Prefetched | None:
+        """The next heir of ``slot``, taken out (None: none)."""
+        items = self._by_slot.get(slot)
         if not items:
             return None
         item = items.popleft()
         self.count -= 1
         if not items:
-            del self._by_queue[queue]
+            del self._by_slot[slot]
         return item
 
-    def put_back(self, item: Prefetched) -> None:
-        """A job :meth:`pop` gave that did not start: first again."""
-        self._by_queue.setdefault(item.reservation.queue, collections.deque()).appendleft(item)
-        self.count += 1
-
-    def take_queue(self, queue: str) -> list[Prefetched]:
-        """Every waiting job of ``queue``, taken out."""
-        items = list(self._by_queue.pop(queue, ()))
-        self.count -= len(items)
+    def take_all(self) -> list[Prefetched]:
+        items = [item for queue in self._by_slot.values() for item in queue]
+        self._by_slot, self.count = {}, 0
         return items
-
-    def queues(self) -> list[str]:
-        return list(self._by_queue)
-
-    def budget(self, queues: list[str], running: collections.Counter[str], room: int) -> list[int] | None:
-        """The ``waiting`` counts of the next reservation, one per queue (None: none anywhere); the
-        ended counts start again."""
-        counts = [room if queue not in self.off and (running[queue] > 0 or self.ended[queue] > 0) else 0
-                  for queue in queues]
-        self.ended.clear()
-        return counts if any(counts) else None

@@ -6,11 +6,11 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from psycopg_pool import PoolClosed
 
-from pgqueue.store import AckBatch, Handoffs, Store
+from pgqueue.store import AckBatch, Store
 from pgqueue.store.errors import DATABASE_ERRORS
 from pgqueue.worker.instruments import Instruments
 from pgqueue.worker.outcomes import Ended, Outcome, Outcomes
@@ -43,10 +43,6 @@ class Completer:
     next flush of the completer's own, through ``pgqueue.ack_results``, which stores the result in
     the ack's own fenced statement; the plain acks (and those riding with a reservation) are
     unchanged and pay nothing for results.
-
-    Issue 28, slot handover: a waiting job started in the slot of a job whose ack is still pending
-    here (:meth:`hand_over`) is handed that slot by the same transaction as the ack, after it
-    (:class:`~pgqueue.store.Handoffs`); the ids the database refuses go to :attr:`on_refused_handoffs`.
     """
 
     def __init__(self, store: Store, *, flush_interval: float = 0.005,
@@ -74,18 +70,6 @@ class Completer:
         self._full = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        #: The ids of the plain acks pending (not yet taken): a slot can be handed over with them.
-        self._pending_ids: set[uuid.UUID] = set()
-        self._handoffs = Handoffs([], [], [])
-        #: Waiting jobs asking for a free slot (:meth:`claim`), pending or sent: their answers.
-        self._claims: dict[uuid.UUID, asyncio.Future[bool]] = {}
-        #: The claims not sent yet: they go only when no other batch is in flight, whose acks may be
-        #: what frees the slots they ask for.
-        self._claim_list: list[tuple[uuid.UUID, int]] = []
-        #: Told each plain ack as it is added (the fetcher hands its job's slot over with it).
-        self.on_ack_pending: Callable[[uuid.UUID], None] | None = None
-        #: Told the waiting jobs whose handover the database refused.
-        self.on_refused_handoffs: Callable[[list[uuid.UUID]], None] | None = None
         self.acked = 0
         self.refused = 0
 
@@ -104,7 +88,6 @@ class Completer:
             self._pending.set()
             return
         self._ids.append(job_id)
-        self._pending_ids.add(job_id)
         self._tokens.append(token)
         self._durations.append(duration)
         self._waits.append(wait)
@@ -112,32 +95,6 @@ class Completer:
         self._pending.set()
         if len(self._ids) >= self.batch_size:
             self._full.set()
-        if self.on_ack_pending is not None:
-            self.on_ack_pending(job_id)
-
-    def hand_over(self, from_id: uuid.UUID, job_id: uuid.UUID, token: int) -> bool:
-        """Hand the slot of ``from_id``, whose ack is pending, to the waiting job ``(job_id, token)``
-        with that ack (issue 28); False if the ack is not pending here (sent already, or not a plain
-        ack): start nothing in its slot then."""
-        if from_id not in self._pending_ids:
-            return False
-        self._pending_ids.discard(from_id)  # one slot, one handover
-        handoffs = self._handoffs
-        handoffs.from_ids.append(from_id)
-        handoffs.ids.append(job_id)
-        handoffs.tokens.append(token)
-        return True
-
-    async def claim(self, job_id: uuid.UUID, token: int) -> bool:
-        """Ask for a free slot for a waiting job that has no slot to inherit (``pgqueue.hand_over``
-        without an acked job), with the next flush, which goes at once; False if there was none (or
-        the job is no longer this worker's)."""
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._claims[job_id] = answer
-        self._claim_list.append((job_id, token))
-        self._pending.set()
-        self._full.set()  # a job waits to start: no flush interval
-        return await answer
 
     async def mark(self, job_id: uuid.UUID, token: int) -> bool:
         """Clear a prefetched job's mark before it starts (``pgqueue.mark_started``), with the next
@@ -182,40 +139,24 @@ class Completer:
         """Hand over the pending acks to send; follow with :meth:`answered` or :meth:`give_back`.
 
         Nothing while another batch is in flight: one batch at a time, so each is sent once the one
-        before is committed (issue 28: a slot handed over by one is what the next hands on, and a
-        claim may ask for the slots the acks before it freed)."""
-        if self._in_flight:
-            return AckBatch([], [], [], [], self.keep_completed)
-        claims, self._claim_list = self._claim_list, []
-        if not self._ids and not self._handoffs.ids and not claims:
+        before is committed."""
+        if self._in_flight or not self._ids:
             return AckBatch([], [], [], [], self.keep_completed)  # new lists: never the live ones add() appends to
-        for job_id, token in claims:  # after the handovers: the database ranks them after, too
-            self._handoffs.from_ids.append(None)
-            self._handoffs.ids.append(job_id)
-            self._handoffs.tokens.append(token)
-        handoffs = self._handoffs if self._handoffs.ids else None
-        batch = AckBatch(self._ids, self._tokens, self._durations, self._waits, self.keep_completed, handoffs)
+        batch = AckBatch(self._ids, self._tokens, self._durations, self._waits, self.keep_completed)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-        self._pending_ids = set()
-        if handoffs is not None:
-            self._handoffs = Handoffs([], [], [])
-        if not self._marks and not self._kept and not self._claim_list:  # marks and claims waiting keep it due
+        if not self._marks and not self._kept:  # marks waiting keep it due
             self._full.clear()
             self._pending.clear()
         self._in_flight += 1
         self._sending += len(batch.ids)
         return batch
 
-    def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID], handoffs: Handoffs | None = None,
-                 ) -> None:
-        """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused
-        (and ``handoffs.refused`` the waiting jobs it handed no slot)."""
-        if handoffs is not None:
-            self._handed(handoffs)
+    def answered(self, ids: Sequence[uuid.UUID], refused: Sequence[uuid.UUID]) -> None:
+        """The database answered for acks from :meth:`take`; ``refused`` are the ids the fence refused."""
         self._in_flight -= 1
-        if not self._in_flight and (self._ids or self._claim_list or self._marks):
+        if not self._in_flight and (self._ids or self._marks):
             self._pending.set()  # what came meanwhile goes now (the flush loop waits for this)
-            if self._claim_list or self._marks or len(self._ids) >= self.batch_size:
+            if self._marks or len(self._ids) >= self.batch_size:
                 self._full.set()
         self._sending -= len(ids)
         self.acked += len(ids) - len(refused)
@@ -240,47 +181,13 @@ class Completer:
         if not self._ids and not self._in_flight and not self._kept:
             self._idle.set()
 
-    def _handed(self, handoffs: Handoffs) -> None:
-        """Answer the claims of a batch; tell the refused handovers."""
-        refused = set(handoffs.refused or ())
-        lost: list[uuid.UUID] = []
-        for from_id, job_id in zip(handoffs.from_ids, handoffs.ids, strict=True):
-            if from_id is None:
-                answer = self._claims.pop(job_id, None)
-                if answer is not None and not answer.done():
-                    answer.set_result(job_id not in refused)
-            elif job_id in refused:
-                lost.append(job_id)
-        if lost and self.on_refused_handoffs is not None:
-            self.on_refused_handoffs(lost)
-
-    def give_back(self, ids: list[uuid.UUID], tokens: list[int], durations: list[float | None],
-                  waits: list[float | None], keep: bool = False, handoffs: Handoffs | None = None) -> None:
-        """Acks from :meth:`take` that could not be sent (pass back the whole batch): they are pending
-        again, with the slots they hand over."""
+    def give_back(self, batch: AckBatch) -> None:
+        """A batch from :meth:`take` that could not be sent: its acks are pending again, first."""
         self._in_flight -= 1
-        self._sending -= len(ids)
-        self._pending_ids.update(ids)
-        if handoffs is not None:  # the handovers before those pending since, the claims unsent again
-            back = Handoffs([], [], [])
-            claims: list[tuple[uuid.UUID, int]] = []
-            for from_id, job_id, token in zip(handoffs.from_ids, handoffs.ids, handoffs.tokens, strict=True):
-                if from_id is None:
-                    claims.append((job_id, token))
-                    continue
-                self._pending_ids.discard(from_id)
-                back.from_ids.append(from_id)
-                back.ids.append(job_id)
-                back.tokens.append(token)
-            mine = self._handoffs
-            back.from_ids += mine.from_ids
-            back.ids += mine.ids
-            back.tokens += mine.tokens
-            self._handoffs = back
-            self._claim_list[:0] = claims
-        self._ids[:0], self._tokens[:0] = ids, tokens
-        self._durations[:0], self._waits[:0] = durations, waits
-        if self._ids or self._kept or self._claim_list:
+        self._sending -= len(batch.ids)
+        self._ids[:0], self._tokens[:0] = batch.ids, batch.tokens
+        self._durations[:0], self._waits[:0] = batch.durations, batch.waits
+        if self._ids or self._kept:
             self._pending.set()
         elif not self._in_flight:
             self._idle.set()
@@ -320,13 +227,13 @@ class Completer:
         """Send every pending ack (and start mark) now; on a database error, keep them and retry
         with backoff."""
         delay = 0.05
-        while self._ids or self._marks or self._kept or self._handoffs.ids or self._claim_list:
+        while self._ids or self._marks or self._kept:
             if self._kept:
                 if not await self._send_kept(delay):
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
                     continue
-                if not (self._ids or self._marks or self._handoffs.ids):
+                if not (self._ids or self._marks):
                     if not self._in_flight and not self._kept:
                         self._idle.set()
                     self._pending.clear()
@@ -350,14 +257,14 @@ class Completer:
                 for job_id, mark in marks.items():
                     self._marks.setdefault(job_id, mark)
                 if not batch.empty:
-                    self.give_back(*batch)
+                    self.give_back(batch)
                 elif self._marks:
                     self._pending.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if not batch.empty:
-                self.answered(ids, refused, batch.handoffs)
+                self.answered(ids, refused)
 
     async def _send(self, batch: AckBatch, marks: dict[uuid.UUID, tuple[int, asyncio.Future[bool]]]) -> list[uuid.UUID]:
         """Send one batch of acks, with the start marks when there are some; returns the ids the fence refused."""
@@ -392,13 +299,6 @@ class Completer:
                      "closed before the worker stopped; they run again after their leases expire",
                      len(self._ids) + sent)
         self._ids, self._tokens, self._durations, self._waits = [], [], [], []
-        self._pending_ids = set()
-        self._handoffs = Handoffs([], [], [])
-        for answer in self._claims.values():
-            if not answer.done():
-                answer.set_result(False)
-        self._claims.clear()
-        self._claim_list.clear()
         self._ended.clear()
         self._answer({**marks, **self._marks}, set())
         self._marks.clear()

@@ -13,7 +13,7 @@ import psycopg
 
 from pgqueue.store import Reservation, Store
 from pgqueue.store.errors import classify, translate
-from pgqueue.worker.buffered import Prefetched, WaitingJobs
+from pgqueue.worker.buffered import Heirs, Prefetched
 from pgqueue.worker.completer import Completer
 from pgqueue.worker.executor import Executor
 from pgqueue.worker.heartbeat import Heartbeat
@@ -44,9 +44,9 @@ class Fetcher(FetcherWaits):
     reservation is a batch too. With nothing to reserve it sleeps until notified
     (:meth:`wake`), until the next delayed job is due, or for ``poll_interval`` at most.
 
-    Under a queue's concurrency limit (issue 28) it asks for jobs beyond the free slots too, granted
-    waiting (:class:`WaitingJobs`): as one of its jobs of that queue ends with an ack, a waiting one
-    starts in its slot at once, handed over with that ack.
+    Under a queue's concurrency limit (issue 28) it asks for jobs beyond the free slots too, as heirs
+    in the slots it holds (:class:`Heirs`): a slot runs its jobs one at a time, each heir starting as
+    the job before it ends; the database counts the slot once, whichever of them holds it.
     """
 
     def __init__(self, store: Store, completer: Completer, executor: Executor, stats: WorkerStats, *,  # noqa: PLR0913  # keyword-only: its collaborators and WorkerOptions fields
@@ -70,16 +70,18 @@ class Fetcher(FetcherWaits):
         #: The executions in progress, each with its job's queue.
         self.running: dict[asyncio.Task[bool], str] = {}
         self._job_of: dict[asyncio.Task[bool], uuid.UUID] = {}
-        self._running_in: collections.Counter[str] = collections.Counter()
-        #: Jobs granted beyond a limit's free slots, each waiting for a slot handed over.
-        self.waiting = WaitingJobs()
-        self._reserving = False  # a reservation is on its way
-        #: The queue of each running job, by id; the waiting job to start in a running job's slot
-        #: when it ends (chosen as its ack was added, which carries the handover).
-        self._queue_of: dict[uuid.UUID, str] = {}
-        self._heirs: dict[uuid.UUID, Prefetched] = {}
-        completer.on_ack_pending = self._ack_pending
-        completer.on_refused_handoffs = self._handoffs_refused
+        #: Jobs granted beyond a limit's free slots as heirs in the slots held here (issue 28).
+        self.waiting = Heirs()
+        #: The slot of each running job (the id of the job whose reservation took it), oldest start first.
+        self._slot_of: dict[uuid.UUID, uuid.UUID] = {}
+        #: The slots held: running a job, or with heirs waiting; by slot, the token that names it.
+        self._slots: dict[uuid.UUID, int] = {}
+        self._busy: set[uuid.UUID] = set()  # the slots running a job
+        self._idle_slots: set[uuid.UUID] = set()  # the slots running none, with heirs waiting
+        #: Name the slots in the next reservation (the last came back short, or with heirs).
+        self._name_heirs = False
+        #: The slots the last reservation named, with their tokens (one may have ended here meanwhile).
+        self._asked: dict[uuid.UUID, int] = {}
         #: Reserved jobs waiting for a slot, oldest reservation first.
         self.buffer: collections.deque[Prefetched] = collections.deque()
         self._buffered: dict[uuid.UUID, Prefetched] = {}
@@ -146,7 +148,7 @@ class Fetcher(FetcherWaits):
             self._fill_slots()
             expired, self._to_hand_back = self._to_hand_back, []
             await self._hand_back(expired)  # (nothing when there are none)
-            running, buffered = len(self.running), len(self.buffer) + self.waiting.count
+            running, buffered = len(self.running), len(self.buffer) + len(self.waiting)
             free = self.concurrency - running
             room = self.concurrency + self.prefetch - running - buffered
             if max_jobs is not None:
@@ -155,9 +157,9 @@ class Fetcher(FetcherWaits):
                     return
             if self._wakeup.is_set():
                 exhausted = False
-            # Waiting jobs (issue 28) are refilled at half the prefetch: the next ones must come while
-            # this worker still runs jobs of their queue, whose slots they inherit.
-            refill = len(self.buffer) <= self.low_water and self.waiting.count <= self.prefetch // 2
+            # Heirs (issue 28) are refilled at half the prefetch: the next ones must come while this
+            # worker still runs the jobs of their queue whose slots they inherit.
+            refill = len(self.buffer) <= self.low_water and len(self.waiting) <= self.prefetch // 2
             if room > 0 and refill and not exhausted:
                 self._wakeup.clear()
                 self._ended_since_reserve = False
@@ -170,20 +172,21 @@ class Fetcher(FetcherWaits):
                     continue
                 backoff = 0.05
                 self._instruments.batch(len(reservations))
-                exhausted = len(reservations) < room
+                # Heirs granted: a limit held the rest back, not a lack of ready jobs. Short without
+                # naming the slots now held: one more look, naming them (a limit may be why).
+                heirs, short = any(r.waiting for r in reservations), len(reservations) < room
                 if reservations:
                     self._add_to_buffer(reservations)
                     self._fill_slots()
-                self._strand_checks()  # (skipped while the reservation was on its way)
+                self._name_heirs = heirs or (short and bool(self._slots))
+                exhausted = short and not heirs and (bool(self._asked) or not self._name_heirs)
                 if reservations and not exhausted and self.prefetch == 0:
                     await self._gather_slots()
                 continue
             if buffered or free <= 0:
-                # Slots full (buffered jobs wait for one), or the buffer is still half full (waiting
-                # jobs with no job of theirs left to inherit from claim a slot or go back first).
-                if not self._strand_checks():
-                    self._slot_free.clear()
-                    await self._slot_free.wait()
+                # Slots full (buffered jobs wait for one), or the buffer is still half full.
+                self._slot_free.clear()
+                await self._slot_free.wait()
                 continue
             if not await self._nothing_ready(stop_when_empty):
                 return
@@ -209,17 +212,49 @@ class Fetcher(FetcherWaits):
     def _add_to_buffer(self, reservations: list[Reservation]) -> None:
         received = time.monotonic() - 0.001  # errs on the early side: the lease began before the answer
         heartbeat = self._heartbeat
-        waiting = self.waiting
         for reservation in reservations:
             item = Prefetched(reservation, received)
-            if reservation.waiting:
-                waiting.add(item)
-            else:
-                waiting.off.discard(reservation.queue)  # a slot granted: the limit has room again
-                self.buffer.append(item)
             self._buffered[reservation.id] = item
             if heartbeat is not None:
                 heartbeat.hold(item)
+            if not reservation.waiting:
+                self.buffer.append(item)
+            elif (slot := reservation.heir_of) is not None and (slot in self._slots or slot in self._asked):
+                # (a slot whose job ended while the reservation was on its way is still held: the
+                # database granted the heir while that job's reservation held it)
+                self._slots.setdefault(slot, self._asked.get(slot, 0))
+                self.waiting.add(slot, item)
+                if slot not in self._busy:
+                    self._idle_slots.add(slot)
+            else:  # granted for pgqueue.hand_over, which this worker never asks for: not startable
+                self._to_hand_back.append(self._take(item))
+        self._start_heirs()
+
+    def _start_heirs(self) -> None:
+        """Start the next heir of each slot held that runs no job (its job ended while the
+        reservation was on its way), while execution slots are free."""
+        for slot in list(self._idle_slots):
+            if len(self.running) >= self.concurrency or self.stopping:
+                return
+            self._next_in(slot)
+
+    def _next_in(self, slot: uuid.UUID) -> None:
+        """Start the next heir of ``slot`` (none may run in it now); a slot left with no job running or
+        waiting is no longer held here."""
+        margin = self._executor.lease_margin
+        self._idle_slots.discard(slot)
+        while (heir := self.waiting.pop(slot)) is not None:
+            self._take(heir)
+            left = heir.deadline - time.monotonic()
+            if heir.finished:  # cancelled, or its lease was lost
+                self.expired += 1
+            elif self.stopping or left <= margin:
+                self.expired += not self.stopping
+                self._to_hand_back.append(heir)
+            else:
+                self._start(heir.reservation, heir.received, left, slot)
+                return
+        self._slots.pop(slot, None)
 
     def _take(self, item: Prefetched | None = None) -> Prefetched:
         if item is None:
@@ -256,87 +291,8 @@ class Fetcher(FetcherWaits):
             item = self._take()
             if not item.finished:
                 items.append(item)
-        for queue in self.waiting.queues():
-            items.extend(self._take(item) for item in self.waiting.take_queue(queue) if not item.finished)
-        heirs, self._heirs = list(self._heirs.values()), {}
-        items.extend(self._take(item) for item in heirs if not item.finished)
+        items.extend(self._take(item) for item in self.waiting.take_all() if not item.finished)
         return items
-
-    # -------------------------------------------------------------- handover
-    def _ack_pending(self, job_id: uuid.UUID) -> None:
-        """Issue 28: the running job ``job_id`` is acked (the ack is pending in the completer): its
-        queue's oldest waiting job inherits its slot, handed over with that ack, and starts as the
-        job's execution ends (:meth:`_finished`). Chosen here, not at the end, so that no batch can
-        take the ack without its handover in between."""
-        queue = self._queue_of.get(job_id)
-        if queue is None or self.stopping or queue in self.waiting.off or not self.waiting.has(queue):
-            return
-        now = time.monotonic()
-        margin = self._executor.lease_margin
-        while (item := self.waiting.pop(queue)) is not None:
-            if item.finished:  # cancelled, or its lease was lost
-                self._take(item)
-                self.expired += 1
-                continue
-            left = item.deadline - now
-            if left <= margin:
-                self._take(item)
-                self.expired += 1
-                self._to_hand_back.append(item)
-                continue
-            if not self._completer.hand_over(job_id, item.id, item.token):
-                self.waiting.put_back(item)
-                return
-            self._heirs[job_id] = item
-            return
-
-    def _strand_checks(self) -> bool:
-        """:meth:`_strand_check` each queue with waiting jobs; True if it started or handed back any."""
-        before = (len(self.running), len(self._to_hand_back))
-        for queue in self.waiting.queues():
-            self._strand_check(queue)
-        return (len(self.running), len(self._to_hand_back)) != before
-
-    def _strand_check(self, queue: str) -> None:
-        """Waiting jobs of ``queue`` with no job of it running or about to, so none to inherit a slot
-        from: each free execution slot starts one that first asks for a free slot of the queue
-        (:meth:`Completer.claim`); where handover is off, they are handed back (a reservation grants
-        them again)."""
-        if not self.waiting.has(queue) or self._reserving or self._running_in[queue] > 0 or \
-                any(i.reservation.queue == queue for i in self.buffer):
-            return  # (a reservation on its way may bring jobs of the queue that hold slots: after it)
-        if queue in self.waiting.off:
-            self._to_hand_back.extend(self._take(item) for item in self.waiting.take_queue(queue)
-                                      if not item.finished)
-            self._slot_free.set()  # the loop sends them
-            return
-        now = time.monotonic()
-        while len(self.running) < self.concurrency and (item := self.waiting.pop(queue)) is not None:
-            self._take(item)
-            if item.finished:
-                self.expired += 1
-            elif (left := item.deadline - now) <= self._executor.lease_margin:
-                self.expired += 1
-                self._to_hand_back.append(item)
-            else:
-                self._start(item.reservation, item.received, left, claim=True)
-
-    def _handoffs_refused(self, ids: list[uuid.UUID]) -> None:
-        """The database handed no slot to these started waiting jobs (a pause, a limit lowered, a
-        lease lost): no more handover in their queues, nor in the others that wait, until a
-        reservation grants slots there again."""
-        # One that has ended here already (a snooze or a retry committed before the handover) is no
-        # concern: its slot went back with its end.
-        refused = set(ids).intersection(self._job_of.values())
-        if not refused:
-            return
-        logger.warning("pgqueue: %d jobs started in a slot handed over were refused it (their queue was "
-                       "paused or its limit lowered, or their lease was lost); no more handover there until "
-                       "a reservation grants slots again", len(refused))
-        self.waiting.off.update(self.running[t] for t, job_id in self._job_of.items() if job_id in refused)
-        self.waiting.off.update(self.waiting.queues())
-        for queue in self.waiting.queues():
-            self._strand_check(queue)
 
     async def _hand_back(self, items: list[Prefetched]) -> None:
         """Release buffered jobs unstarted (fenced; the attempt does not count)."""
@@ -352,8 +308,6 @@ class Fetcher(FetcherWaits):
     async def _reserve_shielded(self, limit: int) -> list[Reservation]:
         """Reserve; if ``run()`` is cancelled meanwhile, hand back what the database granted."""
         pending = asyncio.ensure_future(self._reserve(limit))
-        self._reserving = True
-        pending.add_done_callback(self._reserved)
         try:
             return await asyncio.shield(pending)
         except asyncio.CancelledError:
@@ -364,41 +318,56 @@ class Fetcher(FetcherWaits):
                                                         [r.token for r in reservations])
             raise
 
-    def _reserved(self, _: object) -> None:
-        self._reserving = False
-
     async def _reserve(self, limit: int) -> list[Reservation]:
         """Reserve up to ``limit`` jobs; the completer's pending acks ride along in the same
         transaction (one round trip in pipeline mode, one commit for both)."""
         # The jobs past the free slots wait in the buffer: granted as prefetched.
         run_now = max(0, min(limit, self.concurrency - len(self.running) - len(self.buffer)))
-        waiting = self.waiting.budget(self.queues, self._running_in, limit)
+        heirs = self._heirs_asked(limit) if self._name_heirs else None
+        self._asked = dict(heirs) if heirs else {}
         acks = self._completer.take()
         if acks.empty:
             reservations, _ = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now,
-                                                        waiting=waiting)
+                                                        heirs=heirs)
             return reservations
         try:
             reservations, refused = await self._store.reserve(self.queues, limit, self.lease, run_now=run_now,
-                                                              acks=acks, waiting=waiting)
+                                                              acks=acks, heirs=heirs)
         except BaseException:
-            self._completer.give_back(*acks)
+            self._completer.give_back(acks)
             raise
-        self._completer.answered(acks[0], refused, acks.handoffs)
+        self._completer.answered(acks.ids, refused)
         return reservations
+
+    def _heirs_asked(self, limit: int) -> list[tuple[uuid.UUID, int]] | None:
+        """Slot heirs: each slot held named once per heir asked for in it, the slots evened out up to
+        ``limit`` heirs in all (with those waiting), the oldest slot first (its job likeliest to end
+        first), round by round."""
+        slots = self._slots
+        if not slots:
+            return None
+        per = (limit + len(self.waiting)) // len(slots)
+        wanted = {slot: per - self.waiting.queued(slot) for slot in slots}
+        names: list[tuple[uuid.UUID, int]] = []
+        for n in range(max(wanted.values(), default=0)):
+            names.extend((slot, token) for slot, token in slots.items() if wanted[slot] > n)
+        return names[:limit] or None
 
     # -------------------------------------------------------------- executions
     def _start(self, reservation: Reservation, received: float | None = None, lease_left: float | None = None,
-               claim: bool = False) -> None:
+               slot: uuid.UUID | None = None) -> None:
+        """Run a reserved job: in ``slot`` (an heir), or in the slot its own reservation took."""
         self._stats.reserved += 1
-        run = self._run_claimed(reservation, received, lease_left) if claim else \
-            self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
+        if slot is None:
+            slot = reservation.id
+            self._slots[slot] = reservation.token
+        self._slot_of[reservation.id] = slot
+        self._busy.add(slot)
+        run = self._executor.run(reservation, received, lease_left) if not reservation.prefetched else \
             self._run_marked(reservation, received, lease_left)
         task = asyncio.create_task(run)
         self.running[task] = reservation.queue
         self._job_of[task] = reservation.id
-        self._queue_of[reservation.id] = reservation.queue
-        self._running_in[reservation.queue] += 1
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[bool]) -> None:
@@ -406,22 +375,12 @@ class Fetcher(FetcherWaits):
         job_id = self._job_of.pop(task, None)
         self._ended_since_reserve = True
         if queue is not None and job_id is not None:
-            self._running_in[queue] -= 1
-            self._queue_of.pop(job_id, None)
-            heir = self._heirs.pop(job_id, None)
-            if heir is not None:  # its slot was handed over with this job's ack
-                self._take(heir)
-                if heir.finished:
-                    self.expired += 1
-                elif self.stopping:
-                    self._to_hand_back.append(heir)
-                else:
-                    self._start(heir.reservation, heir.received, heir.deadline - time.monotonic())
-            if self._running_in[queue] <= 0:
-                del self._running_in[queue]
-                self.waiting.ended[queue] += 1
-            if heir is None:  # a slot left without an heir: waiting jobs may have none to inherit from now
-                self._strand_checks()
+            slot = self._slot_of.pop(job_id, None)
+            if slot is not None:  # the slot is its next heir's now, if it has one
+                self._busy.discard(slot)
+                self._next_in(slot)
+            if self._idle_slots:
+                self._start_heirs()
         self._fill_slots()
         self._slot_free.set()
         if task.cancelled():
@@ -450,23 +409,4 @@ class Fetcher(FetcherWaits):
             logger.warning("pgqueue: job %s was not started from the prefetch buffer: its lease was lost "
                            "(it expired, or the job was cancelled or cleared)", reservation.id)
             return False
-        return await self._executor.run(reservation, received, lease_left)
-
-    async def _run_claimed(self, reservation: Reservation, received: float | None, lease_left: float | None,
-                           ) -> bool:
-        """A waiting job with no slot to inherit: run it once the database gave it a free one; if there
-        was none, handover ends in its queue and the job goes back (the attempt does not count)."""
-        try:
-            claimed = await self._completer.claim(reservation.id, reservation.token)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._store.release_unstarted([reservation.id], [reservation.token]))
-            raise
-        if not claimed:
-            self.waiting.off.add(reservation.queue)
-            self._to_hand_back.append(Prefetched(reservation, received or time.monotonic()))
-            self._slot_free.set()
-            return False
-        if reservation.prefetched:
-            return await self._run_marked(reservation, received, lease_left)
         return await self._executor.run(reservation, received, lease_left)

@@ -51,6 +51,8 @@ create table pgqueue.jobs (
     partition     text,                                     -- issue 28: the job's partition; null: none
     has_dependents boolean    not null default false,       -- issue 26: jobs wait for it or a batch counts it
     waiting       boolean     not null default false,       -- issue 28: granted beyond its limit's free slots, waits for one handed over
+    heir_of       uuid,                                     -- issue 28: an heir in the slot this job's reservation took (reserve p_heirs)
+    heir_of_token bigint,                                   -- the token of that reservation
     -- A queue name is 1 to 200 characters, has no comma (`--queue a,b` splits on commas), no
     -- control, format, separator or other invisible character anywhere (the ranges of
     -- pgqueue/limits.py, spelled out so that the rule depends on no locale or Unicode version) and
@@ -109,6 +111,9 @@ create unique index jobs_unique_active_idx on pgqueue.jobs (unique_key)
 -- issue 28: one waiting (never reserved) job per debounce key; pgqueue.enqueue_debounced upserts on it.
 create unique index jobs_debounce_idx on pgqueue.jobs (debounce_key) where debounce_key is not null;
 
+-- issue 28, slot heirs: a slot's heirs (is the slot still held?), found when reserve is asked for more.
+create index jobs_heir_idx on pgqueue.jobs (heir_of) where heir_of is not null;
+
 comment on table pgqueue.jobs is
     'pgqueue: ready, delayed and reserved jobs. Change rows only through the pgqueue.* functions.';
 comment on column pgqueue.jobs.progress is
@@ -119,6 +124,10 @@ comment on column pgqueue.jobs.has_dependents is
     'pgqueue: jobs wait for this one or a batch counts it: its end goes through pgqueue.jobs_ended.';
 comment on column pgqueue.jobs.waiting is
     'pgqueue: granted beyond its queue''s free slots (reserve p_waiting): not counted in the limit until handed a slot (hand_over).';
+comment on column pgqueue.jobs.heir_of is
+    'pgqueue: an heir (reserve p_heirs): the job whose reservation took the slot it runs in, after that job and the heirs before it.';
+comment on column pgqueue.jobs.heir_of_token is
+    'pgqueue: the token of heir_of''s reservation that took the slot (a later reservation of that job is another slot).';
 comment on column pgqueue.jobs.prefetched is
     'pgqueue: on its final try in a worker''s prefetch buffer, not started yet (pgqueue.mark_started clears it first).';
 

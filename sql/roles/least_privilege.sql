@@ -84,7 +84,7 @@ alter function pgqueue.enqueue_many(jsonb, double precision[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.reserve(text[], integer, double precision)
     security definer set search_path = pg_catalog, pg_temp;
-alter function pgqueue.reserve(text[], integer, double precision, integer, integer[])
+alter function pgqueue.reserve(text[], integer, double precision, integer, integer[], uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
 alter function pgqueue.mark_started(uuid[], bigint[])
     security definer set search_path = pg_catalog, pg_temp;
@@ -284,7 +284,7 @@ grant select on pgqueue.workflow_steps, pgqueue.workflow_signals, pgqueue.workfl
 
 grant execute on function
     pgqueue.reserve(text[], integer, double precision),
-    pgqueue.reserve(text[], integer, double precision, integer, integer[]),
+    pgqueue.reserve(text[], integer, double precision, integer, integer[], uuid[], bigint[]),
     pgqueue.mark_started(uuid[], bigint[]),
     pgqueue.hand_over(uuid[], uuid[], bigint[]),
     pgqueue.cancelled(uuid[], bigint[]),

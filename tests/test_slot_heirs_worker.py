@@ -1,7 +1,7 @@
-"""Issue 28, slot handover, in the worker: under a queue concurrency limit a worker holds jobs beyond
-the free slots (granted waiting) and starts one in the slot of each job of its own that ends with an
-ack. The limit holds across workers, every job runs once, and a failure, a snooze, a pause or a stop
-strands no waiting job."""
+"""Issue 28, slot heirs, in the worker: under a queue concurrency limit a worker holds jobs beyond the
+free slots, each granted waiting as the heir of one of its running jobs, and starts it in that job's
+slot as the job's execution ends, with no write of its own. The limit holds across workers, every job
+runs once, and a failure, a snooze, a pause or a stop strands no waiting job."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ async def drained(dsn: str) -> bool:
     return int(await scalar(dsn, "select count(*) from pgqueue.jobs")) == 0
 
 
-async def test_a_worker_runs_a_limited_queue_within_its_limit_through_handovers(client: Client, hooks: Any,
+async def test_a_worker_runs_a_limited_queue_within_its_limit_through_heirs(client: Client, hooks: Any,
                                                                                 dsn: str, runs: Runs) -> None:
     await client.set_limits("limited", concurrency=3)
     t = await tally(dsn, hooks)
@@ -70,7 +70,7 @@ async def test_a_worker_runs_a_limited_queue_within_its_limit_through_handovers(
     await t.conn.close()
     assert t.runs == Counter(range(100))
     assert t.max_running <= 3
-    # The worker held jobs beyond the limit's free slots, started only in slots handed over.
+    # The worker held jobs beyond the limit's free slots, each started only in its job's slot.
     assert t.max_waiting > 0
     assert await drained(dsn)
 
@@ -131,11 +131,10 @@ async def test_a_snooze_while_others_wait_strands_no_waiting_job(client: Client,
     await strands(client, hooks, dsn, runs, "snooz")
 
 
-async def test_a_pause_stops_the_handovers_until_the_queue_resumes(client: Client, hooks: Any, dsn: str,
-                                                                   runs: Runs) -> None:
-    """A pause stops what the worker does not hold yet at once, and the handovers once the database
-    refuses one: the jobs it holds waiting may still start for that ack round trip (with jobs this short,
-    all of them, as a paused queue's buffered jobs run); the rest wait for the resume."""
+async def test_a_pause_stops_what_the_worker_does_not_hold_until_the_queue_resumes(client: Client, hooks: Any,
+                                                                                  dsn: str, runs: Runs) -> None:
+    """A pause stops the reservations at once: the heirs the worker holds still start in their jobs'
+    slots (as a paused queue's buffered jobs run; the limit still holds), the rest wait for the resume."""
     await client.set_limits("limited", concurrency=3)
     gate = asyncio.Event()
     started: list[int] = []
@@ -205,3 +204,39 @@ async def test_a_stop_hands_the_waiting_jobs_back_unstarted(client: Client, hook
     assert unstarted
     back = await rows(dsn, "select id, attempts, token, waiting from pgqueue.jobs where id = any(%s)", (unstarted,))
     assert sorted((r["id"], r["attempts"], r["token"]) for r in back) == sorted((i, 0, None) for i in unstarted)
+
+
+async def test_an_heir_starts_in_its_jobs_slot_as_that_job_ends_with_no_write_of_its_own(
+        client: Client, hooks: Any, dsn: str, runs: Runs) -> None:
+    """Limit 1: the worker's second reservation names the running job, and the next job is granted as
+    its heir (held, not started). As the first ends, the heir starts, and its row is the one the
+    reservation wrote: no handover, no claim, no other write before it ran."""
+    await client.set_limits("limited", concurrency=1)
+    release = {1: asyncio.Event(), 2: asyncio.Event()}
+    started: list[int] = []
+
+    async def hold(job: Probe, context: JobContext) -> None:
+        started.append(job.n)
+        await release[job.n].wait()
+
+    hooks("hold", hold)
+    first = await client.dispatch(Probe(hook="hold", n=1), queue="limited")
+    second = await client.dispatch(Probe(hook="hold", n=2), queue="limited")
+    worker = await client.worker(queues=["limited"], concurrency=2, poll_interval=600, heartbeat=False,
+                                 maintenance_interval=None)
+    task = runs.start(worker)
+    heir = "select waiting and heir_of = %s and token is not null from pgqueue.jobs where id = %s"
+
+    async def granted() -> bool:
+        return bool(await scalar(dsn, heir, (first, second)))
+
+    await wait_until(granted, "the second job to be granted as the first's heir")
+    assert started == [1]
+    version = await scalar(dsn, "select xmin::text from pgqueue.jobs where id = %s", (second,))
+    release[1].set()
+    await wait_until(lambda: started == [1, 2], "the heir to start")
+    assert await scalar(dsn, "select xmin::text from pgqueue.jobs where id = %s", (second,)) == version
+    release[2].set()
+    await wait_until(lambda: drained(dsn), "the heir to end")
+    worker.stop()
+    await finish(task, "the worker to stop")

@@ -1,6 +1,6 @@
-"""Issue 28, slot handover, across worker processes: four workers of concurrency 5 on a queue limited
-to 3 never run more than 3 handlers at once, while they hold jobs beyond the limit (waiting for a slot
-handed over), and every job runs once.
+"""Issue 28, slot heirs, across worker processes: four workers of concurrency 5 on a queue limited to 3
+never run more than 3 handlers at once, while they hold jobs beyond the limit (each waiting as the heir
+of one of its worker's running jobs), and every job runs once.
 
 The handlers write their start and end to ``test_ledger`` on the database clock, so the concurrency is
 read from what the handlers did, not from what the database granted."""
@@ -56,6 +56,6 @@ async def test_four_worker_processes_under_a_limit_of_three_hand_slots_over_and_
     finished = sorted(r["n"] for r in ledger if r["event"] == "finished")
     assert finished == list(range(JOBS)), "a job was lost or ran twice"
     assert _most_at_once(ledger) <= LIMIT
-    assert max(waiting_seen) > 0, "no job was ever held waiting for a slot: nothing was handed over"
+    assert max(waiting_seen) > 0, "no job was ever held waiting for a slot: no heir was granted"
     # Nothing is left behind: no job held waiting, none handed back and forgotten.
     assert int(await scalar(dsn, "select count(*) from pgqueue.jobs")) == 0
