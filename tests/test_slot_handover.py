@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -328,18 +329,18 @@ class Drainer:
                              ([g["id"] for g in waiting], [g["token"] for g in waiting]))
 
 
-def observe(dsn: str, stop: threading.Event, seen: list[int]) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while not stop.is_set():
-            seen.append(running(conn))
-
-
-def test_concurrent_handovers_never_exceed_the_limit_and_ack_every_job_once(conn: Conn, dsn: str) -> None:
-    ids = limited(conn, JOBS, concurrency=LIMIT)
-    drainers = [Drainer(dsn) for _ in range(WORKERS)]
+def run_drainers(dsn: str, drainers: list[Any], count: Callable[[Conn], int]) -> list[int]:
+    """Run each drainer (``run()``, then ``error`` and ``acked``) in a thread of its own while another
+    connection samples ``count`` over and over: the counts it saw. Every drainer finished, none failed."""
     stop = threading.Event()
     seen: list[int] = []
-    observer = threading.Thread(target=observe, args=(dsn, stop, seen))
+
+    def observe() -> None:
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            while not stop.is_set():
+                seen.append(count(watcher))
+
+    observer = threading.Thread(target=observe)
     threads = [threading.Thread(target=d.run) for d in drainers]
     observer.start()
     for t in threads:
@@ -351,6 +352,13 @@ def test_concurrent_handovers_never_exceed_the_limit_and_ack_every_job_once(conn
     assert not any(t.is_alive() for t in threads), "a drainer did not finish"
     errors: list[Any] = [d.error for d in drainers if d.error is not None]
     assert errors == []
+    return seen
+
+
+def test_concurrent_handovers_never_exceed_the_limit_and_ack_every_job_once(conn: Conn, dsn: str) -> None:
+    ids = limited(conn, JOBS, concurrency=LIMIT)
+    drainers = [Drainer(dsn) for _ in range(WORKERS)]
+    seen = run_drainers(dsn, drainers, running)
     counts = Counter(i for d in drainers for i in d.acked)
     assert set(counts) == set(ids) and set(counts.values()) == {1}
     assert max(d.max_seen for d in drainers) <= LIMIT

@@ -12,14 +12,13 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from typing import Any
 
 import psycopg
 import pytest
 
 from tests.helpers import envelope
 from tests.sql_calls import Conn, Row, enqueue, expire_lease, fail, job, release, rows, scalar
-from tests.test_slot_handover import acked, limited
+from tests.test_slot_handover import acked, limited, run_drainers
 
 #: The slots a queue's concurrency limit counts: those of its live reservations, a job's own or the
 #: one its heir_of names (a job granted for hand_over holds none until handed one).
@@ -316,26 +315,7 @@ def test_concurrent_heirs_never_exceed_the_limit_and_ack_every_job_once(conn: Co
     ids = limited(conn, JOBS, concurrency=LIMIT)
     ledger = Ledger()
     drainers = [HeirDrainer(dsn, ledger) for _ in range(WORKERS)]
-    stop = threading.Event()
-    seen: list[int] = []
-
-    def observe() -> None:
-        with psycopg.connect(dsn, autocommit=True) as watcher:
-            while not stop.is_set():
-                seen.append(running(watcher))
-
-    observer = threading.Thread(target=observe)
-    threads = [threading.Thread(target=d.run) for d in drainers]
-    observer.start()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    stop.set()
-    observer.join(30)
-    assert not any(t.is_alive() for t in threads), "a drainer did not finish"
-    errors: list[Any] = [d.error for d in drainers if d.error is not None]
-    assert errors == []
+    seen = run_drainers(dsn, drainers, running)
     counts = Counter(i for d in drainers for i in d.acked)
     assert set(counts) == set(ids) and set(counts.values()) == {1}
     assert ledger.peak <= LIMIT
