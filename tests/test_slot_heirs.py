@@ -16,6 +16,7 @@ from collections import Counter
 import psycopg
 import pytest
 
+from pgqueue import migrate
 from tests.helpers import envelope
 from tests.sql_calls import Conn, Row, enqueue, expire_lease, fail, job, release, rows, scalar
 from tests.test_slot_handover import acked, limited, run_drainers
@@ -322,3 +323,21 @@ def test_concurrent_heirs_never_exceed_the_limit_and_ack_every_job_once(conn: Co
     assert seen and max(seen) <= LIMIT
     assert sum(d.inherited for d in drainers) > 0
     assert scalar(conn, "select count(*) from pgqueue.jobs") == 0
+
+
+def test_downgrading_0014_counts_every_heir_held_as_running_and_keeps_the_jobs(empty_dsn: str) -> None:
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        limited(conn, 4, concurrency=1)
+        (first,) = reserve(conn, "limited", 1, None)
+        assert len(reserve(conn, "limited", 2, [first, first])) == 2
+    migrate.downgrade(empty_dsn, "pgqueue_0013")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        # 0013 counts the reserved jobs not waiting: the slot's job and both its heirs (one of which
+        # may be running): over the limit, so nothing more is granted until they end.
+        assert scalar(conn, "select count(*) from pgqueue.jobs where token is not null and not waiting") == 3
+        assert scalar(conn, "select count(*) from pgqueue.jobs") == 4
+        assert rows(conn, "select * from pgqueue.reserve(array['limited'], 10, 60, 10)") == []
+    migrate.upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert running(conn) == 3
