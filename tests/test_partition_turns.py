@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from collections import Counter
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from pgqueue import Client
 from pgqueue.resources import sql_dir
-from tests.test_partition_walk import _log_plans
+from tests.test_partition_walk import _log_plans, reserve_concurrently
 from tests.test_partitions import reserve
 from tests.worker_jobs import Probe
 from tests.worker_support import client
@@ -143,41 +142,9 @@ async def test_many_concurrent_reservers_never_pass_a_limit_nor_share_a_job(
         if n % 5 == 0:
             caps[name] = 1 if n % 10 == 0 else 3
             await client.set_partition_limit("crowd", name, concurrency=caps[name], weight=1 + n % 3)
-    granted: list[list[tuple[str, str]]] = [[] for _ in range(8)]
-    over: list[dict[str, int]] = []
-    barrier = threading.Barrier(8)
-
-    def reserver(n: int) -> None:
-        held: list[str] = []
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            barrier.wait()
-            for _ in range(400):
-                with conn.transaction():
-                    if held:
-                        conn.execute("select pgqueue.ack(array_agg(id), array_agg(token)) from pgqueue.jobs "
-                                     "where id = any(%s::uuid[])", (held,))
-                    rows = conn.execute(
-                        "select r.id::text, j.partition from pgqueue.reserve(array['crowd'], 9, 60) r "
-                        "join pgqueue.jobs j using (id)").fetchall()
-                    running: dict[str, int] = dict(conn.execute(
-                        "select partition, count(*)::integer from pgqueue.jobs where queue = 'crowd' "
-                        "and token is not null and available_at > clock_timestamp() group by partition").fetchall())
-                    if any(caps[p] is not None and count > (caps[p] or 0) for p, count in running.items()):
-                        over.append(running)
-                    left = conn.execute("select count(*) from pgqueue.jobs where queue = 'crowd'").fetchone()
-                granted[n] += [(row[0], row[1]) for row in rows]
-                held = [row[0] for row in rows]
-                if left is not None and left[0] == len(held) and not rows:
-                    break
-            if held:
-                conn.execute("select pgqueue.ack(array_agg(id), array_agg(token)) from pgqueue.jobs "
-                             "where id = any(%s::uuid[])", (held,))
-
-    threads = [threading.Thread(target=reserver, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    granted, over = reserve_concurrently(
+        dsn, "crowd", batch=9, sessions=8, rounds=400,
+        over_cap=lambda partition, count: caps[partition] is not None and count > (caps[partition] or 0))
     assert not over
     ids = [job for jobs in granted for job, _ in jobs]
     assert len(ids) == len(set(ids))

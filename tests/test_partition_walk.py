@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -94,45 +95,58 @@ async def test_concurrent_reservations_of_a_walked_queue_never_share_a_job_or_pa
     sizes = {f"m{n:02}": (12 if n % 5 == 0 else 2) for n in range(60)}
     await _dispatch(client, "many", sizes)
     await client.set_limits("many", per_partition_concurrency=2)
-    granted: list[list[tuple[str, str]]] = [[] for _ in range(4)]
+    granted, over = reserve_concurrently(dsn, "many", batch=7, sessions=4, rounds=500,
+                                         over_cap=lambda partition, count: count > 2)
+    assert not over
+    ids = [job for jobs in granted for job, _ in jobs]
+    assert len(ids) == len(set(ids))
+    assert Counter(partition for jobs in granted for _, partition in jobs) == sizes
+
+
+Grants = list[list[tuple[str, str]]]
+
+
+def reserve_concurrently(dsn: str, queue: str, *, batch: int, sessions: int, rounds: int,
+                         over_cap: Callable[[str, int], bool]) -> tuple[Grants, list[dict[str, int]]]:
+    """``sessions`` connections reserve ``batch`` jobs of ``queue`` at a time at once, each acking what it
+    got in its next transaction, until the queue is empty (``rounds`` at most): per session the (job id,
+    partition) pairs granted, and each count of reserved jobs per partition ``over_cap`` found over."""
+    granted: Grants = [[] for _ in range(sessions)]
     over: list[dict[str, int]] = []
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(sessions)
+    ack = "select pgqueue.ack(array_agg(id), array_agg(token)) from pgqueue.jobs where id = any(%s::uuid[])"
 
     def reserver(n: int) -> None:
         held: list[str] = []  # reserved last time: acked in the next transaction, before reserving again
         with psycopg.connect(dsn, autocommit=True) as conn:
             barrier.wait()
-            for _ in range(500):
+            for _ in range(rounds):
                 with conn.transaction():
                     if held:
-                        conn.execute("select pgqueue.ack(array_agg(id), array_agg(token)) from pgqueue.jobs "
-                                     "where id = any(%s::uuid[])", (held,))
+                        conn.execute(ack, (held,))
                     rows = conn.execute(
-                        "select r.id::text, j.partition from pgqueue.reserve(array['many'], 7, 60) r "
-                        "join pgqueue.jobs j using (id)").fetchall()
+                        "select r.id::text, j.partition from pgqueue.reserve(array[%s], %s, 60) r "
+                        "join pgqueue.jobs j using (id)", (queue, batch)).fetchall()
                     running: dict[str, int] = dict(conn.execute(
-                        "select partition, count(*)::integer from pgqueue.jobs where queue = 'many' "
-                        "and token is not null and available_at > clock_timestamp() group by partition").fetchall())
-                    if any(count > 2 for count in running.values()):
+                        "select partition, count(*)::integer from pgqueue.jobs where queue = %s "
+                        "and token is not null and available_at > clock_timestamp() group by partition",
+                        (queue,)).fetchall())
+                    if any(over_cap(p, count) for p, count in running.items()):
                         over.append(running)
-                    left = conn.execute("select count(*) from pgqueue.jobs where queue = 'many'").fetchone()
+                    left = conn.execute("select count(*) from pgqueue.jobs where queue = %s", (queue,)).fetchone()
                 granted[n] += [(row[0], row[1]) for row in rows]
                 held = [row[0] for row in rows]
                 if left is not None and left[0] == len(held) and not rows:
                     break
             if held:
-                conn.execute("select pgqueue.ack(array_agg(id), array_agg(token)) from pgqueue.jobs "
-                             "where id = any(%s::uuid[])", (held,))
+                conn.execute(ack, (held,))
 
-    threads = [threading.Thread(target=reserver, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=reserver, args=(n,)) for n in range(sessions)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert not over
-    ids = [job for jobs in granted for job, _ in jobs]
-    assert len(ids) == len(set(ids))
-    assert Counter(partition for jobs in granted for _, partition in jobs) == sizes
+    return granted, over
 
 
 def _loops_under(plan: dict[str, Any], relation: str, inside: bool = False) -> int:
