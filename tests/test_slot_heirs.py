@@ -18,6 +18,7 @@ import pytest
 
 from pgqueue import migrate
 from tests.helpers import envelope
+from tests.readme_support import section_blocks, sql_statements
 from tests.sql_calls import Conn, Row, enqueue, expire_lease, fail, job, release, rows, scalar
 from tests.test_slot_handover import acked, limited, run_drainers
 
@@ -341,3 +342,14 @@ def test_downgrading_0014_counts_every_heir_held_as_running_and_keeps_the_jobs(e
     migrate.upgrade(empty_dsn)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert running(conn) == 3
+
+
+def test_the_readme_query_counts_the_slots_in_use_as_the_limit_does(conn: Conn) -> None:
+    [block] = [b for b in section_blocks("Control: cancel, pause, global limits", "sql") if "slots_in_use" in b]
+    limited(conn, 6, concurrency=2)
+    slotted = reserve(conn, "limited", 2, None)
+    assert len(reserve(conn, "limited", 3, [slotted[0], slotted[0], slotted[1]])) == 3
+    acked(conn, slotted[0])  # its slot is held by its two heirs now
+    [statement] = sql_statements(block)
+    assert rows(conn, statement) == [{"queue": "limited", "slots_in_use": 2, "heirs": 3}]
+    assert running(conn) == 2
