@@ -37,8 +37,12 @@ CURRENT_SIGNATURE = b"pgqueue.reserve(text[], integer, double precision, integer
 
 
 def install(conn: psycopg.Connection[tuple[object, ...]], variant: str) -> None:
-    """Reserve as revision ``variant`` shipped it, over the current one ("current": leave it)."""
+    """Reserve as revision ``variant`` shipped it, over the current one ("current": leave it; a path
+    ending in .sql: that file, a reserve of the current signature being tried out)."""
     if variant == "current":
+        return
+    if variant.endswith(".sql"):
+        conn.execute(Path(variant).read_text().encode())
         return
     if not (SQL / "reserve" / f"{variant}.sql").exists():
         raise SystemExit(f"benchmarks.reserve_cost: no sql/functions/reserve/{variant}.sql")
@@ -97,7 +101,7 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("PGQUEUE_BENCH_DSN",
                                                         "postgresql://postgres@127.0.0.1:5432/postgres"))
     parser.add_argument("--variants", default="0007,0014,current",
-                        help="reserve versions (sql/functions/reserve/<NNNN>.sql) and current")
+                        help="reserve versions (sql/functions/reserve/<NNNN>.sql), current, or paths of .sql files")
     parser.add_argument("--batches", default="50,400")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)

@@ -20,7 +20,9 @@
 -- (revision 0015, issue 31: the grant learns each candidate's place in the batch once, from the
 -- batch's ordinality joined by id, instead of searching the batch for it six times per row
 -- (array_position is a linear search: with the worker's reservations of ~400 jobs that was most of
--- the reservation's cost). Same signature and result; created in place.)
+-- the reservation's cost); the lost attempts' insert is a statement of its own, run only when there
+-- are some, and the checks of p_waiting and p_heirs only when given. Same signature and result;
+-- created in place.)
 -- Takes up to p_max_jobs jobs that are ready (or whose lease expired) from p_queues, in the
 -- order given: the first queue is drained before the next is looked at, and within a queue
 -- higher priority goes first, then earlier available_at. Rows are locked with
@@ -139,16 +141,22 @@ begin
     if p_queues is null or cardinality(p_queues) = 0 then
         raise exception 'pgqueue.reserve: give at least one queue' using errcode = '22023';
     end if;
-    if p_waiting is not null and (cardinality(p_waiting) <> cardinality(p_queues)
-                                  or exists (select from unnest(p_waiting) w where w is null or w < 0)) then
-        raise exception 'pgqueue.reserve: waiting must give a count >= 0 for each of the % queues, got %',
-                        cardinality(p_queues), p_waiting using errcode = '22023';
+    -- (revision 0015: the checks with a query run only when there is something to check; an
+    -- expression with a subquery costs a statement per call even when its first operand is false)
+    if p_waiting is not null then
+        if cardinality(p_waiting) <> cardinality(p_queues)
+           or exists (select from unnest(p_waiting) w where w is null or w < 0) then
+            raise exception 'pgqueue.reserve: waiting must give a count >= 0 for each of the % queues, got %',
+                            cardinality(p_queues), p_waiting using errcode = '22023';
+        end if;
     end if;
-    if cardinality(p_heirs) is distinct from cardinality(p_heir_tokens)
-       or exists (select from unnest(p_heirs, p_heir_tokens) h(id, token) where h.id is null or h.token is null) then
-        raise exception 'pgqueue.reserve: heirs and heir_tokens must name the same number of jobs (an id and its token each, none null), got % ids and % tokens',
-                        coalesce(cardinality(p_heirs), 0), coalesce(cardinality(p_heir_tokens), 0)
-            using errcode = '22023';
+    if p_heirs is not null or p_heir_tokens is not null then
+        if cardinality(p_heirs) is distinct from cardinality(p_heir_tokens)
+           or exists (select from unnest(p_heirs, p_heir_tokens) h(id, token) where h.id is null or h.token is null) then
+            raise exception 'pgqueue.reserve: heirs and heir_tokens must name the same number of jobs (an id and its token each, none null), got % ids and % tokens',
+                            coalesce(cardinality(p_heirs), 0), coalesce(cardinality(p_heir_tokens), 0)
+                using errcode = '22023';
+        end if;
     end if;
     v_lease := make_interval(secs => p_lease_seconds);
 
@@ -304,21 +312,24 @@ begin
                                    where u.id <> all (coalesce(v_doomed_ids, '{}'::uuid[])) order by u.n);
                 end if;
 
-                -- 3. Grant the rest (the doomed rows are gone): attempts + 1, a fresh token,
-                -- the lease in available_at; returned in candidate order (oldest due first).
-                return query
                 -- issue 26: an attempt whose lease expired unended (its worker died, hung or lost the
                 -- database; not a prefetched job, whose attempt is given back) is kept in the job's
                 -- attempts (pgqueue.job_attempts), reason 'lease_expired', as a retry's error is.
-                with lost as (
+                -- (revision 0015: a statement of its own, run only then; as a CTE of the grant it cost
+                -- every reservation the opening of attempt_failures and its indexes.)
+                if v_lost then
                     insert into pgqueue.attempt_failures (job_id, attempt, reason, message)
                     select j.id, j.attempts, 'lease_expired',
                            format('the lease of attempt %s expired before it ended: its worker died, hung or lost '
                                   'the database; the job ran again', j.attempts)
                     from pgqueue.jobs j
-                    where v_lost and j.id = any (v_ids) and j.token is not null and not j.prefetched
-                ),
-                granted as (
+                    where j.id = any (v_ids) and j.token is not null and not j.prefetched;
+                end if;
+
+                -- 3. Grant the rest (the doomed rows are gone): attempts + 1, a fresh token,
+                -- the lease in available_at; returned in candidate order (oldest due first).
+                return query
+                with granted as (
                     -- u.n: the candidate's place in this batch (1 = oldest due), joined once per row
                     -- (revision 0015: array_position here searched the whole batch, six times a row).
                     -- The rows are still found by primary key (`j.id = any (v_ids)`, see above): the
