@@ -36,6 +36,8 @@ except ImportError:  # the otel extra is not installed
 else:
     AVAILABLE = True
     _PROPAGATOR = TraceContextTextMapPropagator()
+    # The providers that record nothing (a tuple: an X | Y union is built anew on every call of active()).
+    _SILENT = (ProxyTracerProvider, NoOpTracerProvider)
 
 __all__ = ["AVAILABLE", "active", "consumer_span", "producer_carrier", "record_failure"]
 
@@ -61,7 +63,7 @@ def active() -> bool:
     """Whether spans are recorded: the API is installed and a real tracer provider is set."""
     if not AVAILABLE:
         return False
-    return not isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider)
+    return not isinstance(trace.get_tracer_provider(), _SILENT)
 
 
 def producer_carrier(queue: str, *, job_id: uuid.UUID | None = None, count: int = 1) -> dict[str, str] | None:
