@@ -48,7 +48,7 @@ async def test_turns_of_one_job_lock_the_walked_job_by_its_key_and_count_running
     # partition's range again to lock its job (20 scans of jobs_partition_idx below the lock) and
     # counted each one's running jobs with a probe of its own (20 scans of jobs_partition_running_idx).
     await _dispatch(client, "keyed", {f"k{n:02}": 3 for n in range(20)})
-    await client.set_limits("keyed", per_partition_concurrency=2)
+    await client.set_limits("keyed", per_partition_concurrency=2, fair=True)  # turns (0016: else due order)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("update pgqueue.jobs set token = nextval('pgqueue.lease_token_seq'), "
                      "available_at = clock_timestamp() + interval '1 hour' where id in ("
@@ -73,7 +73,7 @@ async def test_a_partition_at_its_limit_is_skipped_and_the_others_are_served(cli
     # A cap of 2 for every partition, 1 for p0 (its override): the first reservation takes one job
     # of each, the second one more of each but p0, the third finds every partition at its limit.
     await _dispatch(client, "caps", {f"p{n}": 3 for n in range(6)})
-    await client.set_limits("caps", per_partition_concurrency=2)
+    await client.set_limits("caps", per_partition_concurrency=2, fair=True)  # turns (0016: else due order)
     await client.set_partition_limit("caps", "p0", concurrency=1)
     assert reserve(dsn, "caps", 6) == [f"p{n}" for n in range(6)]
     assert Counter(reserve(dsn, "caps", 6)) == {f"p{n}": 1 for n in range(1, 6)}
@@ -88,7 +88,7 @@ async def test_a_partition_at_its_limit_is_skipped_and_the_others_are_served(cli
 async def test_a_first_job_locked_elsewhere_gives_its_turn_to_the_next_job_of_its_partition(
         client: Client, dsn: str) -> None:
     await _dispatch(client, "skip", {"a": 3, "b": 3})
-    await client.set_limits("skip", per_partition_concurrency=2)
+    await client.set_limits("skip", per_partition_concurrency=2, fair=True)  # turns (0016: else due order)
     with psycopg.connect(dsn) as other:
         # Another transaction holds a's first job (FOR UPDATE): SKIP LOCKED passes over it.
         held = other.execute("select id from pgqueue.jobs where partition = 'a' "
