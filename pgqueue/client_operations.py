@@ -235,7 +235,8 @@ class ClientOperations:
 
         Issue 28, partitions: ``per_partition_concurrency`` and ``per_partition_rate`` (``"10/s"`` or
         ``(10, 1.0)``, with ``per_partition_burst``) apply to each partition of the queue on its own;
-        ``fair=True`` serves its partitions in turn even without limits. These four are left as they
+        ``fair=True`` serves its partitions in turn (by weight), with or without limits; without it,
+        limits alone serve the queue in due order, each partition within its own. These four are left as they
         are unless one of them is given; then all four are set (None clears). See
         :meth:`set_partition_limit` for one partition's override.
 

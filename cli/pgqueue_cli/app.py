@@ -694,7 +694,8 @@ def queue_limit(  # noqa: PLR0913  # a typer command: one parameter per option
         "--per-partition-burst", metavar="N", max=limits.MAX_SQL_INTEGER,
         help="Each partition's rate bucket (default: the rate per period).")] = None,
     fair: Annotated[bool | None, typer.Option(
-        "--fair/--no-fair", help="Serve the queue's partitions in turn, by weight, even without limits.")] = None,
+        "--fair/--no-fair",
+        help="Serve the queue's partitions in turn, by weight (without: due order within the limits).")] = None,
     partition: Annotated[str | None, typer.Option(
         "--partition", metavar="NAME", help="Set this partition's override instead: --concurrency, --rate, --burst "
         "and --weight apply to it alone (what is not given: the queue's per-partition value).")] = None,

@@ -60,7 +60,7 @@ class QueueControl:
     rate_period: float | None
     burst: int | None = None
     #: Issue 28: the limits every partition of the queue gets (pgqueue.set_partition_limits), None: none;
-    #: ``fair``: its partitions are served in turn even without limits.
+    #: ``fair``: its partitions are served in turn (else limits alone keep the queue's due order).
     partition_concurrency: int | None = None
     partition_rate_limit: int | None = None
     partition_rate_period: float | None = None
