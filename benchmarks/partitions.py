@@ -20,8 +20,8 @@ With a worker process (``--workers``: the benchmarks' worker runner, ``benchmark
 one process of ``--concurrency`` 50, prefetch as default), each case on a fresh database, the
 cases of a scenario interleaved and their order swapped every round, and each case run once with
 the partition functions of revision 0009 (reinstalled over the current ones) and once with the
-current ones (0015, or any other name; variant 0014, 0011 or 0010: that revision's versions of the
-functions changed since):
+current ones (0016, or any other name; variant 0015, 0014, 0011 or 0010: that revision's versions
+of the functions changed since):
 
     uv run --frozen python -m benchmarks.partitions --dsn ... --workers [--rounds 2] [--heavy 100000]
 
@@ -93,7 +93,7 @@ def _reserve_and_ack(conn: psycopg.Connection[tuple[object, ...]], queue: str) -
     return [r[0] for r in rows]  # type: ignore[misc]
 
 
-def scale_case(admin_dsn: str, partitions: int, functions: str = "0015") -> tuple[float, float]:
+def scale_case(admin_dsn: str, partitions: int, functions: str = "0016") -> tuple[float, float]:
     """Jobs/s and ms per reservation draining 20,000 jobs in ``partitions`` partitions (0: plain queue),
     with the partition functions of revision ``functions`` (see :data:`PREVIOUS`)."""
     with fresh_database(admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
@@ -165,13 +165,14 @@ def plain_path(admin_dsn: str, rounds: int) -> dict[str, list[float]]:
 
 #: The partition functions a case runs with: revision 0009's files reinstalled over the current
 #: ones, revision 0010's (CHANGED_IN_0011), revision 0011's (CHANGED_IN_0013), revision 0014's reserve,
-#: or the current ones (0015).
+#: revision 0015's reserve_partitions, or the current ones (0016).
 PREVIOUS = (("partition_allowance", "0009"), ("reserve_partitions", "0009"), ("reserve", "0009"))
 #: Variant "0010": these functions as revision 0010 shipped them (issue 28's changes in 0011).
 CHANGED_IN_0011 = ("reserve_partitions", "reserve")
 #: Variant "0011": these functions as revision 0011 shipped them (issue 28's changes in 0013);
 #: variant "0014": reserve as revision 0014 shipped it (issue 31 changed it in 0015);
-#: variant "0015" (or any other name): the current functions.
+#: variant "0015": reserve_partitions as revision 0015 shipped it (0013's; issue 28 changed it in 0016:
+#: limits without fair shares in due order); variant "0016" (or any other name): the current functions.
 CHANGED_IN_0013 = ("reserve_partitions",)
 
 #: benchmarks/worker_drain.py's jobs: none, a 10 ms await, a 100 ms await.
@@ -202,6 +203,8 @@ def _install(conn: psycopg.Connection[tuple[object, ...]], functions: str) -> No
             conn.execute((SQL / name / "0011.sql").read_text().encode())
     elif functions == "0014":
         conn.execute((SQL / "reserve" / "0014.sql").read_text().encode())
+    elif functions == "0015":
+        conn.execute((SQL / "reserve_partitions" / "0013.sql").read_text().encode())
     elif functions == "main":
         # The current revision's functions as another checkout has them (--before-worker), over ours.
         theirs = Path(BEFORE_WORKER[0]) / "sql" / "functions"
@@ -251,9 +254,16 @@ def worker_case(admin_dsn: str, functions: str, total: int, setup: Setup, concur
         calls = conn.execute(b"select sum(calls) from pg_stat_user_functions "
                              b"where schemaname = 'pgqueue' and funcname = 'reserve'").fetchone()
         reserves = int(calls[0]) if calls and calls[0] else 0
+        # The server's time in reserve and ack (with what they call) per job, from the same counts.
+        spent: dict[str, float] = dict(conn.execute(
+            b"select funcname, sum(total_time) from pg_stat_user_functions "
+            b"where schemaname = 'pgqueue' and funcname in ('reserve', 'ack') group by funcname").fetchall())
+        processed = max(result["processed"], 1)
         figures: dict[str, Any] = {"jobs_per_s": result["jobs_per_s"], "processed": result["processed"],
-                                   "machine_cpu_s_per_10k": 10_000 * busy / max(result["processed"], 1),
-                                   "jobs_per_reserve": result["processed"] / reserves if reserves else None}
+                                   "machine_cpu_s_per_10k": 10_000 * busy / processed,
+                                   "jobs_per_reserve": result["processed"] / reserves if reserves else None,
+                                   "reserve_us_per_job": 1_000 * float(spent.get("reserve") or 0) / processed,
+                                   "ack_us_per_job": 1_000 * float(spent.get("ack") or 0) / processed}
         if waits:
             figures.update({"wait_p50_s": statistics.median(waits), "wait_p99_s": percentile(waits, 0.99),
                             "wait_max_s": max(waits), "light_jobs": len(waits)})
@@ -374,9 +384,9 @@ def main() -> None:
     parser.add_argument("--workers", action="store_true", help="the scenarios with a worker process")
     parser.add_argument("--concurrency", type=int, default=50, help="--workers: the worker's concurrency")
     parser.add_argument("--only", action="append", default=[], help="--workers: scenarios whose name contains this")
-    parser.add_argument("--functions", default="0014,0015",
-                        help="the variants compared: 0009, 0010, 0011, 0014, 0015 (the current functions), main (with "
-                             "--before-worker: its functions); "
+    parser.add_argument("--functions", default="0015,0016",
+                        help="the variants compared: 0009, 0010, 0011, 0014, 0015, 0016 (the current functions), "
+                             "main (with --before-worker: its functions); "
                              "--workers: 0009+main too (0009's functions, the worker of --before-worker)")
     parser.add_argument("--before-worker", metavar="DIR",
                         help="--workers: a checkout of main (git archive main pgqueue benchmarks | tar -x -C DIR) "
