@@ -104,6 +104,7 @@ declare
     v_fifo boolean;                          -- revision 0016: limits without fair shares: due order first
     v_window integer;                        -- the ready jobs its read looks at
     v_window_full boolean := true;           -- whether that read found that many (else it saw them all)
+    v_rated boolean;                         -- some partition has a rate: its bucket is spent below
 begin
     ids := '{}';
     doomed := false;
@@ -127,6 +128,9 @@ begin
                                           where p.queue = p_queue and coalesce(p.weight, 1) <> 1));
     if v_fifo then
         v_window := p_take + 100;
+        v_rated := p_control.partition_rate_limit is not null
+                   or not v_plain and exists (select 1 from pgqueue.partitions p
+                                              where p.queue = p_queue and p.rate_limit is not null);
         with waiting as materialized (
             -- the oldest ready jobs of the priority, in the order a plain queue reserves them, locked
             -- as they are read (FOR UPDATE SKIP LOCKED, as a plain queue's reservation does: one pass);
@@ -209,17 +213,21 @@ begin
                    coalesce(bool_or(c.lost), false) as lost, count(*)::integer as count
             from chosen c
         ),
+        full_read as materialized (
+            -- the walk takes what is left only if the read was full (else it saw every candidate)
+            select count(*) = v_window as full from waiting
+        ),
         given as materialized (
             -- per partition given jobs: its name, its bucket before (null: no rate) and the count, in
-            -- one aggregate (so the three arrays are aligned, unsorted)
+            -- one aggregate (so the three arrays are aligned, unsorted); only where a bucket is spent
+            -- or the walk goes on (it subtracts them)
             select array_agg(g.part) as names, array_agg(a.tokens) as tokens, array_agg(g.count) as counts
             from (select c.part, count(*)::integer as count from chosen c where c.part is not null group by c.part) g
             join allowed a on a.part = g.part
+            where v_rated or (select f.full from full_read f) and (select k.count from picked k) < p_take
         )
-        select k.ids, k.doomed, k.lost, k.count, g.names, g.tokens, g.counts,
-               -- the walk takes what is left only if the read was full (else it saw every candidate)
-               (select count(*) from waiting) = v_window
-        from picked k, given g
+        select k.ids, k.doomed, k.lost, k.count, g.names, g.tokens, g.counts, f.full
+        from picked k, given g, full_read f
         into v_got, v_got_doomed, v_got_lost, v_count, v_names, v_tokens, v_given, v_window_full;
         ids := coalesce(v_got, '{}');
         doomed := v_got_doomed;
