@@ -13,7 +13,7 @@ import psycopg
 
 from pgqueue import Client
 from tests.test_partition_turns import _loops
-from tests.test_partition_walk import _log_plans
+from tests.test_partition_walk import _log_plans, reserve_concurrently
 from tests.test_partitions import granted, reserve
 from tests.worker_jobs import Probe
 from tests.worker_support import client
@@ -108,3 +108,37 @@ async def test_a_reservation_in_due_order_reads_no_partition_index_and_locks_in_
     # The limits hold from there on: one more of each partition, then none.
     assert Counter(reserve(dsn, "flat", 100)) == {f"t{p:02}": 1 for p in range(40)}
     assert reserve(dsn, "flat", 100) == []
+
+
+async def test_a_lost_lease_in_due_order_is_granted_again_recorded_and_not_counted_running(
+        client: Client, dsn: str) -> None:
+    # Capped at 1: a's first job is granted, its lease expires unended (its worker died). The next
+    # reservation grants it again (an expired lease does not count as running), records the lost
+    # attempt (issue 26), and takes no second job of a.
+    await _dispatch(client, "lost", ("a", 2), ("b", 1))
+    await client.set_limits("lost", per_partition_concurrency=1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = conn.execute("select id from pgqueue.reserve(array['lost'], 1, 60)").fetchall()
+        assert len(first) == 1
+        conn.execute("update pgqueue.jobs set available_at = clock_timestamp() - interval '1 second' "
+                     "where id = %s", (first[0][0],))
+        again = conn.execute("select r.id, j.partition, r.attempts from pgqueue.reserve(array['lost'], 10, 60) r "
+                             "join pgqueue.jobs j using (id)").fetchall()
+        assert sorted((partition, attempts) for _, partition, attempts in again) == [("a", 2), ("b", 1)]
+        assert first[0][0] in {job for job, _, _ in again}
+        recorded = conn.execute("select count(*) from pgqueue.attempt_failures where reason = 'lease_expired' "
+                                "and job_id = %s", (first[0][0],)).fetchone()
+        assert recorded == (1,)
+
+
+async def test_concurrent_reservations_in_due_order_never_share_a_job_or_pass_a_cap(client: Client, dsn: str) -> None:
+    # 4 connections reserve 7 at a time: a heavy partition due first (its 150 jobs fill every read,
+    # so the walk takes the rest), then 40 light ones with jobs of none between them; capped at 2.
+    await _dispatch(client, "crowd", ("heavy", 150), *((f"c{n:02}", 3) for n in range(20)), (None, 10),
+                    *((f"d{n:02}", 3) for n in range(20)))
+    await client.set_limits("crowd", per_partition_concurrency=2)
+    granted, over = reserve_concurrently(dsn, "crowd", batch=7, sessions=4, rounds=500,
+                                         over_cap=lambda partition, count: partition is not None and count > 2)
+    assert not over
+    ids = [job for jobs in granted for job, _ in jobs]
+    assert len(ids) == len(set(ids)) == 150 + 40 * 3 + 10
