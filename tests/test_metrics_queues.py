@@ -176,7 +176,7 @@ async def test_a_blocked_job_is_counted_apart_from_delayed(client: Client, dsn: 
 async def test_partition_metrics_are_capped_to_the_busiest_and_other(client: Client, dsn: str) -> None:
     """issue 28: pgqueue_partition_jobs and pgqueue_partition_concurrency_limit: 10,000 distinct partitions
     make max_partitions + 1 series per state, not 10,000; the busiest keep their own, in order."""
-    await client.set_limits("tenants", per_partition_concurrency=3, per_partition_adaptive=(1, 10))
+    await client.set_limits("tenants", per_partition_concurrency=3, per_partition_adaptive=(1, 10), fair=True)
     await client.set_partition_limit("tenants", "big", concurrency=7)
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, [envelope("tenants") | {"partition": f"t{i:05d}"} for i in range(10_000)]
