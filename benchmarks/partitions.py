@@ -288,6 +288,11 @@ def _queue_limit(count: int, limit: int, job: str) -> Setup:
     return setup
 
 
+def _keyed(count: int, partitions: int, job: str) -> Setup:
+    """Jobs in ``partitions`` partitions of a queue without partition settings (not served by partition)."""
+    return lambda conn: _fill(conn, count, "default", [f"tenant:{p}" for p in range(partitions)], job)
+
+
 def _capped(count: int, partitions: int, cap: int, job: str) -> Setup:
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         _fill(conn, count, "default", [f"tenant:{p}" for p in range(partitions)], job)
@@ -329,6 +334,8 @@ def worker_scenarios(heavy: int) -> dict[str, dict[str, tuple[int, Setup, Setup 
         },
         "no collapse: per-partition limits, no-op jobs": {
             "no limit, no partitions": (20_000, _plain(20_000), None),
+            # the same jobs as the capped case, without limits: what the partition keys cost alone
+            "1,000 partitions, no limit": (20_000, _keyed(20_000, 1_000, NOOP), None),
             "1,000 partitions, 2 each at most": (20_000, _capped(20_000, 1_000, 2, NOOP), None),
         },
         "plain path": {  # the unpartitioned path, before (0009+main) and after
